@@ -1,0 +1,35 @@
+# Every target creates .venv itself when it is missing: torch first (the CPU build where that is at hand),
+# then the project with its [dev] extras.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+TORCH ?= torch==2.13.0
+
+.PHONY: demo test check lint docs bench clean
+
+$(STAMP): setup.cfg pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH)" || $(PY) -m pip install -q "torch>=2.6"
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/latentcode demo
+
+test: $(STAMP)
+	MPLBACKEND=agg LATENTCODE_PRESET=$${LATENTCODE_PRESET:-tiny} $(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict --site-dir site
+
+check: lint test docs
+
+bench: $(STAMP)
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf $(VENV) site build *.egg-info

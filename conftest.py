@@ -1,0 +1,34 @@
+import matplotlib
+import pytest
+import torch
+
+matplotlib.use("Agg")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--device", default=None, help="torch device for tests (default: cuda if available, else cpu)")
+
+
+@pytest.fixture(scope="session")
+def device(request) -> str:
+    chosen = request.config.getoption("--device")
+    if chosen is None:
+        chosen = "cuda" if torch.cuda.is_available() else "cpu"
+    return chosen
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")

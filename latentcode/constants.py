@@ -1,0 +1,12 @@
+"""Every file name in a run directory, in one place."""
+
+CONFIG_FILE = "config.json"
+MODEL_FILE = "model.safetensors"
+TRAIN_STATE_FILE = "train_state.safetensors"
+TRAIN_STATE_META_FILE = "train_state.json"
+METRICS_FILE = "metrics.jsonl"
+CODES_DIR = "codes"
+FIGURES_DIR = "figures"
+REPORT_FILE = "report.html"
+SUMMARY_FILE = "summary.json"
+RUN_KIND = "latentcode.run"

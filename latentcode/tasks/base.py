@@ -1,0 +1,110 @@
+"""The task protocol every generated task follows, the `Batch` it returns, and the task registry.
+
+A task owns its compositional split (which compositions are `train`, `test`, `ood`, ...), generates batches
+directly on the requested device, and knows its loss and metrics. It knows nothing about models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One batch of generated instances.
+
+    Attributes:
+        x: float inputs [batch, pos, d_in]; the model maps them to outputs [batch, pos, d_out].
+        y: targets. Fuzzy logic: float [batch] (y of the query). SRAVEN: long [batch, 4] (panel 9's features,
+            in the presented, possibly permuted, slot order).
+        labels: ground truth for analyses, each a tensor whose first axis is the batch (see each task).
+        split: the split the batch was drawn from.
+    """
+
+    x: Tensor
+    y: Tensor
+    labels: dict[str, Tensor] = field(default_factory=dict)
+    split: str = "train"
+
+    def __len__(self) -> int:
+        return self.x.shape[0]
+
+    def to(self, device: str | torch.device) -> Batch:
+        return Batch(
+            x=self.x.to(device),
+            y=self.y.to(device),
+            labels={k: v.to(device) for k, v in self.labels.items()},
+            split=self.split,
+        )
+
+
+@runtime_checkable
+class Task(Protocol):
+    """What training, extraction and the CLI rely on. See `FuzzyLogic` and `SRaven` for the two tasks."""
+
+    name: ClassVar[str]
+    splits: ClassVar[tuple[str, ...]]
+    metric_name: ClassVar[str]
+    d_in: int
+    d_out: int
+    seq_len: int
+
+    def compositions(self, split: str) -> np.ndarray: ...
+
+    def sample(
+        self,
+        n: int,
+        split: str = "train",
+        *,
+        seed: int | None = None,
+        device: str | torch.device = "cpu",
+        unpermuted: bool = False,
+    ) -> Batch: ...
+
+    def loss(self, outputs: Tensor, batch: Batch) -> Tensor: ...
+
+    def metrics(self, outputs: Tensor, batch: Batch) -> dict[str, float]: ...
+
+    def predict(self, outputs: Tensor) -> Tensor: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+TASKS: dict[str, Callable[..., Task]] = {}
+
+
+def register_task(name: str) -> Callable[[type], type]:
+    """Class decorator adding a task class to `TASKS`; registering a name twice is an error."""
+
+    def decorator(cls: type) -> type:
+        if name in TASKS:
+            raise ValueError(f"task {name!r} is already registered (by {TASKS[name]!r})")
+        TASKS[name] = cls
+        return cls
+
+    return decorator
+
+
+def get_task(name: str, **params: Any) -> Task:
+    """Build a registered task by name.
+
+    Raises:
+        ValueError: the name is unknown (the message lists the valid names), or a parameter is impossible.
+    """
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(sorted(TASKS))}")
+    return TASKS[name](**params)
+
+
+def task_from_dict(data: dict[str, Any]) -> Task:
+    """Rebuild a task, with its exact split index lists, from `Task.to_dict()` output."""
+    name = data.get("name")
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r} in saved config; valid tasks: {', '.join(sorted(TASKS))}")
+    return TASKS[name].from_dict(data)  # type: ignore[attr-defined]
