@@ -1,5 +1,19 @@
 """Generated tasks: fuzzy-logic in-context regression and symbolic Raven (SRAVEN)."""
 
 from latentcode.tasks.base import TASKS, Batch, Task, get_task, register_task, task_from_dict
+from latentcode.tasks.fuzzy_logic import FuzzyLogic, FuzzyLogicConfig
+from latentcode.tasks.sraven import RULE_NAMES, SRaven, SRavenConfig
 
-__all__ = ["TASKS", "Batch", "Task", "get_task", "register_task", "task_from_dict"]
+__all__ = [
+    "RULE_NAMES",
+    "TASKS",
+    "Batch",
+    "FuzzyLogic",
+    "FuzzyLogicConfig",
+    "SRaven",
+    "SRavenConfig",
+    "Task",
+    "get_task",
+    "register_task",
+    "task_from_dict",
+]

@@ -1,0 +1,381 @@
+"""Fuzzy-logic in-context regression (spec §2.1): `FuzzyLogicConfig` and the registered task `FuzzyLogic`.
+
+Each task is a disjunction of K conjunctions ("terms") over L variables under Zadeh operators; a sequence holds
+`seq_len` (x, f(x)) examples and the model regresses f at the last (query) token. The splits are explicit index
+lists drawn once from the task seed (spec §8.1). Batches are generated vectorized on the requested device; this
+module holds no model code and no per-sample Python loops.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from dataclasses import dataclass
+from itertools import combinations
+from math import comb
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from latentcode.tasks.base import Batch, register_task
+
+_MAX_COMPOSITIONS = 1_000_000
+_MASK64 = (1 << 64) - 1
+_INPUTS = ("uniform", "fixed_context", "fixed_query")
+
+
+@dataclass(kw_only=True, frozen=True)
+class FuzzyLogicConfig:
+    """Parameters of the fuzzy-logic task. Defaults follow the reference `logic_4var_2term` config."""
+
+    n_variables: int = 4
+    """L: variables per input; each term uses every variable, plain or negated, so there are 2^L terms."""
+    n_terms: int = 2
+    """K: distinct terms OR-ed together in one task (its disjunctive normal form)."""
+    seq_len: int = 16
+    """Examples per sequence, the query (last token) included."""
+    frac_ood: float = 0.5
+    """Fraction of the combinations of known terms held out as the `ood` split (the paper's OOD)."""
+    frac_unseen_terms: float = 0.25
+    """Fraction of the 2^L terms (the last ones in itertools.product order) never trained on; `novel_terms`
+    combines only these."""
+    seed: int = 0
+    """Seed of the held-out choice of compositions (batches take their own seed)."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.n_variables <= 20:
+            raise ValueError(f"n_variables={self.n_variables} must lie in [1, 20]")
+        if self.n_terms < 1:
+            raise ValueError(f"n_terms={self.n_terms} must be a positive integer")
+        if self.seq_len < 2:
+            raise ValueError(f"seq_len={self.seq_len} must be >= 2 (at least one example before the query)")
+        if self.seed < 0:
+            raise ValueError(f"seed={self.seed} must be a non-negative integer")
+        for name in ("frac_ood", "frac_unseen_terms"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"{name}={getattr(self, name)} must lie in [0, 1)")
+        n_all, n_known = 2**self.n_variables, self.n_known_terms
+        if self.n_terms > n_known:
+            raise ValueError(
+                f"n_terms={self.n_terms} exceeds the {n_known} known terms (2^{self.n_variables} minus "
+                f"int({self.frac_unseen_terms} * {n_all}) unseen); lower n_terms or frac_unseen_terms, or raise "
+                "n_variables"
+            )
+        n_unseen = n_all - n_known
+        if n_unseen < self.n_terms:
+            raise ValueError(
+                f"frac_unseen_terms={self.frac_unseen_terms} leaves {n_unseen} unseen terms, fewer than "
+                f"n_terms={self.n_terms}, so the novel_terms split would be empty; raise frac_unseen_terms to at "
+                f"least {self.n_terms}/{n_all}"
+            )
+        n_combos = comb(n_known, self.n_terms)
+        if max(n_combos, comb(n_unseen, self.n_terms)) > _MAX_COMPOSITIONS:
+            raise ValueError(
+                f"n_variables={self.n_variables}, n_terms={self.n_terms} give {n_combos} compositions, more than "
+                f"the {_MAX_COMPOSITIONS} supported; lower n_variables or n_terms"
+            )
+        n_ood = int(n_combos * self.frac_ood)
+        if not 1 <= n_ood < n_combos:
+            raise ValueError(
+                f"frac_ood={self.frac_ood} holds out {n_ood} of the {n_combos} combinations of known terms, which "
+                f"leaves the {'ood' if n_ood == 0 else 'train'} split empty; pick frac_ood so that "
+                f"int(frac_ood * {n_combos}) lies in [1, {n_combos - 1}]"
+            )
+
+    @property
+    def n_known_terms(self) -> int:
+        """Terms used by `train`, `test` and `ood`: the first 2^L - int(frac_unseen_terms * 2^L)."""
+        n_all = 2**self.n_variables
+        return n_all - int(n_all * self.frac_unseen_terms)
+
+
+def term_bits(n_variables: int) -> Int[np.ndarray, "term variable"]:
+    """All 2^L terms as bit vectors, in `itertools.product([0, 1], repeat=L)` order (1 = plain, 0 = negated).
+
+    >>> term_bits(2).tolist()
+    [[0, 0], [0, 1], [1, 0], [1, 1]]
+    """
+    index = np.arange(2**n_variables)[:, None]
+    return (index >> np.arange(n_variables - 1, -1, -1)[None, :]) & 1
+
+
+def fuzzy_dnf(
+    inputs: Float[Tensor, "batch pos variable"], bits: Int[Tensor, "batch term variable"]
+) -> Float[Tensor, "batch pos"]:
+    """Zadeh disjunctive normal form of each instance's terms at each of its inputs: max over terms of min over
+    literals (x_j where the term's bit j is 1, else 1 - x_j).
+
+    >>> fuzzy_dnf(torch.tensor([[[0.2, 0.9]]]), torch.tensor([[[1, 1], [0, 1]]])).tolist()
+    [[0.800000011920929]]
+    """
+    sign = bits.unsqueeze(1).to(inputs.dtype)  # [batch, 1, term, variable]
+    # (1 - b) + x * (2b - 1) is x or 1 - x exactly, in one fused kernel (faster than torch.where here)
+    literals = torch.addcmul(1.0 - sign, inputs.unsqueeze(2), 2.0 * sign - 1.0)
+    return literals.amin(dim=-1).amax(dim=-1)
+
+
+def _lookup(table: Tensor, index: Tensor) -> Tensor:
+    """`table[index]` along the first axis. index_select, because advanced indexing (aten::index) on small
+    tensors was seen to stall for milliseconds per call on a busy CPU."""
+    return table.index_select(0, index.flatten()).view(*index.shape, *table.shape[1:])
+
+
+def _splitmix64(z: int) -> int:
+    z = (z + 0x9E3779B97F4A7C15) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+def _generator(task_seed: int, split: str, seed: int | None, device: str | torch.device) -> torch.Generator:
+    """A generator for one batch stream: the split and the task seed are hashed (splitmix64) into the seed,
+    so splits with the same batch seed draw independent streams."""
+    if seed is None:
+        seed = int(torch.randint(0, 2**62, (), dtype=torch.int64).item())
+    elif seed < 0:
+        raise ValueError(f"seed={seed} must be a non-negative integer or None")
+    mixed = 0
+    for word in (seed, zlib.crc32(split.encode()), task_seed):
+        mixed = _splitmix64(mixed ^ (word & _MASK64))
+    generator = torch.Generator(device=device)
+    generator.manual_seed(mixed)
+    return generator
+
+
+@register_task("fuzzy_logic")
+class FuzzyLogic:
+    """Fuzzy-logic in-context regression with splits `train`, `test`, `ood` and `novel_terms` (spec §8.1).
+
+    Batch layout: `x` [batch, seq_len, L + 1], each token concat(x_t, y_t), the query's y zeroed; `y` [batch]
+    the query's target. Labels: `terms` long [batch, K] (sorted term indices into `term_bits(L)`) and
+    `term_bits` long [batch, K, L].
+
+    >>> task = FuzzyLogic(seed=0)
+    >>> batch = task.sample(8, "ood", seed=1)
+    >>> tuple(batch.x.shape), tuple(batch.y.shape), tuple(batch.labels["term_bits"].shape)
+    ((8, 16, 5), (8,), (8, 2, 4))
+    >>> task.metrics(torch.zeros(8, 16, 1), batch)["r2"] < 1.0
+    True
+    """
+
+    name: ClassVar[str] = "fuzzy_logic"
+    splits: ClassVar[tuple[str, ...]] = ("train", "test", "ood", "novel_terms")
+    metric_name: ClassVar[str] = "r2"
+
+    def __init__(self, **params: Any) -> None:
+        """Build the task and draw its held-out compositions from `seed`.
+
+        Args:
+            **params: fields of `FuzzyLogicConfig` (n_variables, n_terms, seq_len, frac_ood,
+                frac_unseen_terms, seed).
+
+        Raises:
+            ValueError: an unknown parameter, or parameters that leave a split empty.
+        """
+        config = _make_config(FuzzyLogicConfig, params)
+        self._setup(config, _draw_compositions(config))
+
+    def _setup(self, config: FuzzyLogicConfig, comps: dict[str, np.ndarray]) -> None:
+        self.config = config
+        self.d_in = config.n_variables + 1
+        self.d_out = 1
+        self.seq_len = config.seq_len
+        self._comps = {**comps, "test": comps["train"]}
+        self._bits = term_bits(config.n_variables)
+        self._device_cache: dict[tuple[str, str], Tensor] = {}
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{s}={len(self._comps[s])}" for s in self.splits)
+        return f"FuzzyLogic({self.config}, compositions: {sizes})"
+
+    def compositions(self, split: str) -> np.ndarray:
+        """The split's compositions: int64 [n_compositions, n_terms], each row sorted term indices.
+
+        `test` returns the training compositions (its instances are fresh draws of them).
+
+        Raises:
+            ValueError: `split` is not one of `FuzzyLogic.splits`.
+        """
+        _check_split(split, self.splits)
+        return self._comps[split].copy()
+
+    def sample(
+        self,
+        n: int,
+        split: str = "train",
+        *,
+        seed: int | None = None,
+        device: str | torch.device = "cpu",
+        unpermuted: bool = False,
+        inputs: str = "uniform",
+    ) -> Batch:
+        """Draw `n` instances of the split's compositions, generated on `device`.
+
+        Args:
+            n: number of instances.
+            split: one of `FuzzyLogic.splits`.
+            seed: batch seed; the same (task, split, seed, n) gives the same batch on one device. None draws
+                one from torch's global RNG.
+            device: where the batch is generated.
+            unpermuted: accepted for the `Task` protocol; fuzzy logic has nothing to permute.
+            inputs: 'uniform' (every x ~ U[0,1]^L), or the reference's analysis loaders: 'fixed_context' (every
+                instance shares the seq_len - 1 context inputs, drawn from the task seed) and 'fixed_query'
+                (every instance shares one query input).
+
+        Returns:
+            The `Batch` described in the class docstring.
+
+        Raises:
+            ValueError: `n` <= 0, an unknown split, an unknown `inputs`, or a negative seed.
+        """
+        if n <= 0:
+            raise ValueError(f"n={n} must be a positive integer")
+        _check_split(split, self.splits)
+        if inputs not in _INPUTS:
+            raise ValueError(f"inputs={inputs!r} is not one of {', '.join(_INPUTS)}")
+        generator = _generator(self.config.seed, split, seed, device)
+        comps = self._on(split, device)
+        index = torch.randint(len(comps), (n,), generator=generator, device=device)
+        terms = _lookup(comps, index)
+        bits = _lookup(self._on("bits", device), terms)
+        x_in = self._inputs(n, inputs, generator, device)
+        targets = fuzzy_dnf(x_in, bits)
+        x = torch.cat([x_in, targets.unsqueeze(-1)], dim=-1)
+        x[:, -1, -1] = 0.0
+        return Batch(x=x, y=targets[:, -1], labels={"terms": terms, "term_bits": bits}, split=split)
+
+    def loss(self, outputs: Float[Tensor, "batch pos d_out"], batch: Batch) -> Float[Tensor, ""]:
+        """Mean squared error of the query's prediction (the output at the last position)."""
+        return (self.predict(outputs) - batch.y).pow(2).mean()
+
+    def metrics(self, outputs: Float[Tensor, "batch pos d_out"], batch: Batch) -> dict[str, float]:
+        """`loss` (MSE) and `r2` = mean over instances of 1 - err / var(the instance's seq_len targets)."""
+        err = (self.predict(outputs) - batch.y).pow(2)
+        targets = torch.cat([batch.x[:, :-1, -1], batch.y.unsqueeze(1)], dim=1).float()
+        base = targets.var(dim=1, unbiased=False)
+        return {"loss": err.mean().item(), "r2": (1.0 - err / base).mean().item()}
+
+    def predict(self, outputs: Float[Tensor, "batch pos d_out"]) -> Float[Tensor, " batch"]:
+        """The scalar output at the query (last) position."""
+        if outputs.shape[-1] != self.d_out:
+            raise ValueError(f"outputs have d_out={outputs.shape[-1]}; fuzzy logic needs d_out={self.d_out}")
+        return outputs[:, -1, 0].float()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: name, params and the explicit composition lists of `train`, `ood` and `novel_terms`."""
+        return {
+            "name": self.name,
+            "params": dataclasses.asdict(self.config),
+            "compositions": {s: self._comps[s].tolist() for s in ("train", "ood", "novel_terms")},
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FuzzyLogic:
+        """Rebuild the task with exactly the stored composition lists (they are validated, not recomputed).
+
+        Raises:
+            ValueError: another task's name, unknown params, or lists of the wrong shape, out of range,
+                unsorted, repeated, or overlapping between splits.
+        """
+        config, stored = _read_dict(cls.name, FuzzyLogicConfig, data, ("train", "ood", "novel_terms"))
+        n_known, n_all = config.n_known_terms, 2**config.n_variables
+        ranges = {"train": (0, n_known), "ood": (0, n_known), "novel_terms": (n_known, n_all)}
+        comps = {
+            split: _validate_rows(split, stored[split], config.n_terms, low, high, strict=True)
+            for split, (low, high) in ranges.items()
+        }
+        _check_disjoint(comps["train"], comps["ood"])
+        task = cls.__new__(cls)
+        task._setup(config, comps)
+        return task
+
+    def _on(self, what: str, device: str | torch.device) -> Tensor:
+        key = (what, str(torch.device(device)))
+        if key not in self._device_cache:
+            array = self._bits if what == "bits" else self._comps[what]
+            self._device_cache[key] = torch.as_tensor(array, dtype=torch.long, device=device)
+        return self._device_cache[key]
+
+    def _inputs(
+        self, n: int, inputs: str, generator: torch.Generator, device: str | torch.device
+    ) -> Float[Tensor, "batch pos variable"]:
+        shape = (n, self.seq_len, self.config.n_variables)
+        x = torch.rand(shape, generator=generator, device=device)
+        if inputs == "uniform":
+            return x
+        # the shared inputs come from the task seed on CPU, so every device sees the same values
+        fixed = torch.rand(shape[1:], generator=torch.Generator().manual_seed(self.config.seed)).to(device)
+        if inputs == "fixed_context":
+            x[:, :-1] = fixed[:-1]
+        else:
+            x[:, -1] = fixed[-1]
+        return x
+
+
+def _draw_compositions(config: FuzzyLogicConfig) -> dict[str, np.ndarray]:
+    n_known, k = config.n_known_terms, config.n_terms
+    known = np.array(list(combinations(range(n_known), k)), dtype=np.int64).reshape(-1, k)
+    novel = np.array(list(combinations(range(n_known, 2**config.n_variables), k)), dtype=np.int64).reshape(-1, k)
+    order = np.random.default_rng(config.seed).permutation(len(known))
+    n_ood = int(len(known) * config.frac_ood)
+    return {
+        "train": known[np.sort(order[n_ood:])],
+        "ood": known[np.sort(order[:n_ood])],
+        "novel_terms": novel,
+    }
+
+
+def _make_config(cls: type, params: dict[str, Any]) -> Any:
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {unknown} for {cls.__name__}; valid: {', '.join(sorted(known))}")
+    return cls(**params)
+
+
+def _check_split(split: str, splits: tuple[str, ...]) -> None:
+    if split not in splits:
+        raise ValueError(f"unknown split {split!r}; valid splits: {', '.join(splits)}")
+
+
+def _read_dict(
+    name: str, config_cls: type, data: dict[str, Any], stored_splits: tuple[str, ...]
+) -> tuple[Any, dict[str, Any]]:
+    """Check a `to_dict` payload's name and keys; return its config and its composition lists."""
+    if data.get("name") != name:
+        raise ValueError(f"saved task is {data.get('name')!r}, not {name!r}")
+    missing = sorted({"params", "compositions"} - set(data))
+    if missing:
+        raise ValueError(f"saved {name} task lacks {missing}; it needs name, params and compositions")
+    stored = data["compositions"]
+    if sorted(stored) != sorted(stored_splits):
+        raise ValueError(f"saved {name} compositions have splits {sorted(stored)}; expected {sorted(stored_splits)}")
+    return _make_config(config_cls, data["params"]), stored
+
+
+def _validate_rows(split: str, rows: Any, width: int, low: int, high: int, *, strict: bool) -> np.ndarray:
+    """Stored compositions as int64 [m, width]: non-empty, in [low, high), sorted within rows, no repeats."""
+    array = np.asarray(rows)
+    if array.ndim != 2 or 0 in array.shape or array.shape[1] != width or not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(
+            f"saved {split} compositions must be a non-empty integer list of shape [m, {width}]; "
+            f"got shape {array.shape} and dtype {array.dtype}"
+        )
+    array = array.astype(np.int64)
+    if array.min() < low or array.max() >= high:
+        raise ValueError(f"saved {split} compositions hold indices outside [{low}, {high})")
+    steps = np.diff(array, axis=1)
+    if (steps <= 0).any() if strict else (steps < 0).any():
+        raise ValueError(f"saved {split} compositions must be sorted {'strictly ' if strict else ''}within rows")
+    if len(np.unique(array, axis=0)) != len(array):
+        raise ValueError(f"saved {split} compositions repeat a composition")
+    return array
+
+
+def _check_disjoint(train: np.ndarray, ood: np.ndarray) -> None:
+    shared = {tuple(row) for row in train.tolist()} & {tuple(row) for row in ood.tolist()}
+    if shared:
+        raise ValueError(f"saved train and ood compositions overlap in {len(shared)} rows, e.g. {min(shared)}")
