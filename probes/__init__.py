@@ -1,0 +1,97 @@
+"""probes: what latent codes say, on numpy arrays. Decoders, clustering, embeddings, similarity, figures, reports.
+
+Torch-free by design: it reads `LatentCodes` (numpy arrays + labels) from any model, and never imports torch or
+`latentcode`. Typical use::
+
+    codes = LatentCodes.load("runs/hyla/codes/paper")  # written by `latentcode extract RUN`
+    print(decode_rules(codes).table())
+"""
+
+from probes.cluster import ClusteringResult, LayerClustering, class_vector, cluster_codes
+from probes.codes import SPLITS, LatentCodes
+from probes.decode import (
+    Baseline,
+    BitRegressionResult,
+    DecodingResult,
+    LayerDecoding,
+    TermDecodingResult,
+    decode_rules,
+    decode_terms,
+    make_probe,
+    ridge_bits,
+)
+from probes.embed import Embedding, embed_codes, subsample
+from probes.figures import (
+    CodeHeatmapFigure,
+    DecodingFigure,
+    EmbeddingFigure,
+    SimilarityFigure,
+    TermF1Figure,
+    TrainingCurvesFigure,
+    VariantFigure,
+    code_heatmap_figure,
+    code_value_label,
+    decoding_figure,
+    embedding_figure,
+    save_figure,
+    similarity_figure,
+    term_f1_figure,
+    training_curves_figure,
+    variant_figure,
+)
+from probes.report import RunAnalysis, RunInput, analyse_run, build_report
+from probes.similarity import (
+    ClassMeans,
+    RuleSimilarity,
+    TopographicResult,
+    class_means,
+    rule_similarity,
+    topographic_similarity,
+)
+
+__all__ = [
+    "SPLITS",
+    "Baseline",
+    "BitRegressionResult",
+    "ClassMeans",
+    "ClusteringResult",
+    "CodeHeatmapFigure",
+    "DecodingFigure",
+    "DecodingResult",
+    "Embedding",
+    "EmbeddingFigure",
+    "LatentCodes",
+    "LayerClustering",
+    "LayerDecoding",
+    "RuleSimilarity",
+    "RunAnalysis",
+    "RunInput",
+    "SimilarityFigure",
+    "TermDecodingResult",
+    "TermF1Figure",
+    "TopographicResult",
+    "TrainingCurvesFigure",
+    "VariantFigure",
+    "analyse_run",
+    "build_report",
+    "class_means",
+    "class_vector",
+    "cluster_codes",
+    "code_heatmap_figure",
+    "code_value_label",
+    "decode_rules",
+    "decode_terms",
+    "decoding_figure",
+    "embed_codes",
+    "embedding_figure",
+    "make_probe",
+    "ridge_bits",
+    "rule_similarity",
+    "save_figure",
+    "similarity_figure",
+    "subsample",
+    "term_f1_figure",
+    "topographic_similarity",
+    "training_curves_figure",
+    "variant_figure",
+]

@@ -1,0 +1,447 @@
+"""`LatentCodes`: attention latent codes with their ground-truth labels, the hand-off from extraction to probes.
+
+Only numpy arrays, JSON metadata and a `.npz` + `.json` file pair (read with `allow_pickle=False`). Producing
+codes from a model is `latentcode.extract`'s job; this module deliberately knows nothing about models or torch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import uuid
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+SPLITS: tuple[str, ...] = ("train", "test", "ood", "novel_terms")
+"""Every split name a row may carry, in display order (spec §8.1)."""
+
+TASKS: tuple[str, ...] = ("sraven", "fuzzy_logic")
+"""Task names `meta["task"]` may hold."""
+
+DEFAULT_LABELS: dict[str, str] = {"sraven": "rule", "fuzzy_logic": "terms"}
+"""The label each task decodes by default when `meta["label"]` is absent."""
+
+_LABEL_PREFIX = "label_"
+
+
+def _json_default(value: Any) -> Any:
+    """Turn numpy scalars and arrays into plain Python so `meta` can hold what extraction computed."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, tuple | set | frozenset):
+        return list(value)
+    raise TypeError(f"{type(value).__name__} is not JSON-serializable")
+
+
+def _npz_and_json(path: str | os.PathLike) -> tuple[Path, Path]:
+    """`codes` / `codes.npz` / `codes.json` all name the pair `codes.npz` + `codes.json`."""
+    path = Path(path)
+    if path.suffix in (".npz", ".json"):
+        path = path.with_suffix("")
+    return path.with_name(path.name + ".npz"), path.with_name(path.name + ".json")
+
+
+@dataclass(frozen=True, eq=False)
+class LatentCodes:
+    """Latent codes of `n` instances, with ground truth, split and provenance.
+
+    Attributes:
+        codes: float32 [n, layer, head, query, key]. The normalized attention scores (`hook_pattern`) at the
+            chosen positions: `layer` indexes the extracted layers (model layer `meta["layers"][i]`), `query`
+            and `key` the chosen query and key positions (SRAVEN default: 1 query, 2 keys; fuzzy logic: 1, 1).
+            Only softmax codes are probabilities; linear and HYLA codes are unbounded scores.
+        labels: ground truth, every array with first axis `n`. SRAVEN: `rule` [n] (rule index of the analysed
+            feature), `rules` [n, 4] (the instance's rule tuple), `target` [n], `prediction` [n], `correct` [n]
+            bool. Fuzzy logic: `terms` [n, K] (term indices of the composition), `term_bits` [n, K, L], `target`
+            [n] float, `prediction` [n], optionally `composition` [n] (an id grouping rows of one composition).
+        split: str [n], each one of `SPLITS` (train | test | ood | novel_terms).
+        meta: JSON-serializable provenance: `task` ("sraven" | "fuzzy_logic"), `variant`, `positions`,
+            `layers` (model layer of each entry of the layer axis), `checkpoint` (hash or None), `label` (the
+            default label to decode), `n_classes`, `class_names`, `score_norm` (softmax | none | rms_head).
+
+    Example:
+        >>> import numpy as np
+        >>> lc = LatentCodes(
+        ...     codes=np.zeros((4, 2, 3, 1, 2), np.float32),
+        ...     labels={"rule": np.array([0, 1, 0, 1])},
+        ...     split=np.array(["train", "train", "ood", "ood"]),
+        ...     meta={"task": "sraven", "n_classes": 8},
+        ... )
+        >>> lc.n, lc.n_layers, lc.n_heads, lc.splits
+        (4, 2, 3, ('train', 'ood'))
+        >>> lc.flat().shape, lc.flat(layers=[1]).shape, lc.select(split="ood").n
+        ((4, 12), (4, 6), 2)
+    """
+
+    codes: np.ndarray
+    labels: dict[str, np.ndarray]
+    split: np.ndarray
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        codes = np.asarray(self.codes)
+        if codes.ndim != 5:
+            raise ValueError(
+                f"codes has shape {codes.shape}; expected 5 axes [n, layer, head, query, key] "
+                "(add size-1 axes with codes[:, :, :, None] for a single query/key position)"
+            )
+        if not np.issubdtype(codes.dtype, np.number) or np.issubdtype(codes.dtype, np.complexfloating):
+            raise ValueError(f"codes has dtype {codes.dtype}; expected a real float array")
+        codes = codes.astype(np.float32, copy=False)
+        bad = ~np.isfinite(codes)
+        if bad.any():
+            rows = np.unique(np.nonzero(bad)[0])
+            raise ValueError(
+                f"codes contain {int(bad.sum())} NaN or infinite values (rows {rows[:5].tolist()}"
+                f"{'...' if rows.size > 5 else ''}); extraction went wrong upstream (check the checkpoint)"
+            )
+        n = codes.shape[0]
+        split = np.asarray(self.split)
+        if split.ndim != 1 or split.shape[0] != n:
+            raise ValueError(
+                f"split has shape {split.shape}; expected ({n},), one split name per row of codes"
+            )
+        split = split.astype(str)
+        unknown = sorted(set(split.tolist()) - set(SPLITS))
+        if unknown:
+            raise ValueError(f"split holds unknown names {unknown}; valid split names are {list(SPLITS)}")
+        if not isinstance(self.labels, dict):
+            raise ValueError(f"labels must be a dict of arrays, got {type(self.labels).__name__}")
+        labels = {}
+        for name, value in self.labels.items():
+            array = np.asarray(value)
+            if array.ndim == 0 or array.shape[0] != n:
+                raise ValueError(
+                    f"labels[{name!r}] has shape {array.shape}; its first axis must be n={n} like codes"
+                )
+            if array.dtype == object:
+                raise ValueError(f"labels[{name!r}] is an object array; use numeric, bool or str arrays")
+            labels[str(name)] = array
+        if not isinstance(self.meta, dict):
+            raise ValueError(f"meta must be a dict, got {type(self.meta).__name__}")
+        try:
+            meta = json.loads(json.dumps(self.meta, default=_json_default))
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"meta must be JSON-serializable: {err}") from err
+        task = meta.get("task")
+        if task is not None and task not in TASKS:
+            raise ValueError(f"meta['task']={task!r} is not a known task; valid tasks are {list(TASKS)}")
+        layers = meta.get("layers")
+        if layers is not None and not all(isinstance(x, int) and not isinstance(x, bool) for x in layers):
+            raise ValueError(
+                f"meta['layers']={layers!r} must list the model layer (an int) of each layer-axis entry"
+            )
+        if layers is not None and len(layers) != codes.shape[1]:
+            raise ValueError(
+                f"meta['layers'] lists {len(layers)} layers but codes have {codes.shape[1]} on the layer axis"
+            )
+        object.__setattr__(self, "codes", codes)
+        object.__setattr__(self, "split", split)
+        object.__setattr__(self, "labels", labels)
+        object.__setattr__(self, "meta", meta)
+
+    def __repr__(self) -> str:
+        labels = ", ".join(f"{k}{list(v.shape[1:])}" for k, v in self.labels.items())
+        counts = ", ".join(f"{s}={int((self.split == s).sum())}" for s in self.splits)
+        return (
+            f"LatentCodes(task={self.task!r}, codes={list(self.codes.shape)}, labels=[{labels}], "
+            f"split=[{counts}])"
+        )
+
+    def __len__(self) -> int:
+        return self.n
+
+    @property
+    def n(self) -> int:
+        """Number of instances (rows)."""
+        return int(self.codes.shape[0])
+
+    @property
+    def n_layers(self) -> int:
+        """Length of the layer axis."""
+        return int(self.codes.shape[1])
+
+    @property
+    def n_heads(self) -> int:
+        """Number of attention heads."""
+        return int(self.codes.shape[2])
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        """The splits present, in `SPLITS` order."""
+        present = set(self.split.tolist())
+        return tuple(s for s in SPLITS if s in present)
+
+    @property
+    def task(self) -> str | None:
+        """`meta["task"]`, or None when the producer did not say."""
+        return self.meta.get("task")
+
+    @property
+    def label(self) -> str | None:
+        """The default label to decode: `meta["label"]`, else the task's default ("rule" / "terms")."""
+        return self.meta.get("label") or DEFAULT_LABELS.get(self.task or "")
+
+    @property
+    def layer_names(self) -> list[int]:
+        """The model layer of each entry of the layer axis (`meta["layers"]`, else 0..n_layers-1)."""
+        return [int(x) for x in self.meta.get("layers") or range(self.n_layers)]
+
+    @property
+    def score_norm(self) -> str | None:
+        """`meta["score_norm"]`: softmax codes are probabilities, `none` and `rms_head` codes are not."""
+        return self.meta.get("score_norm")
+
+    def class_names(self, n_classes: int | None = None) -> list[str]:
+        """Display names of the classes of the default label (`meta["class_names"]`, else "0", "1", ...)."""
+        names = self.meta.get("class_names")
+        n_classes = n_classes or self.meta.get("n_classes")
+        if names and (n_classes is None or len(names) >= n_classes):
+            return [str(x) for x in names]
+        return [str(i) for i in range(n_classes or 0)]
+
+    def layer_groups(self, layers: str | int | Sequence[int] = "each+all") -> list[tuple[str, list[int]]]:
+        """Resolve a layer choice into named groups of positions on the layer axis.
+
+        Args:
+            layers: "each" (one group per layer), "all" (one group of every layer), "each+all" (both),
+                "last", a position on the layer axis, or a list of positions (one group each).
+
+        Returns:
+            (name, positions) pairs. A single layer is named by its model layer (`layer_names`), e.g. "3";
+            the group of every layer is named "all".
+
+        Example:
+            >>> import numpy as np
+            >>> lc = LatentCodes(np.zeros((2, 2, 1, 1, 1)), {}, np.array(["train", "ood"]), {"layers": [1, 3]})
+            >>> lc.layer_groups("each+all")
+            [('1', [0]), ('3', [1]), ('all', [0, 1])]
+        """
+        names = self.layer_names
+        each = [(str(names[i]), [i]) for i in range(self.n_layers)]
+        every = [("all", list(range(self.n_layers)))]
+        if isinstance(layers, str):
+            choices = {"each": each, "all": every, "each+all": each + every, "last": each[-1:]}
+            if layers not in choices:
+                raise ValueError(
+                    f"layers={layers!r} is not a layer choice; use one of {list(choices)} or ints"
+                )
+            return choices[layers]
+        positions = [layers] if isinstance(layers, int | np.integer) else list(layers)
+        if not positions:
+            raise ValueError("layers=[] selects nothing; pass 'each+all' or positions on the layer axis")
+        groups = []
+        for i in positions:
+            if not -self.n_layers <= int(i) < self.n_layers:
+                raise ValueError(
+                    f"layers={layers!r}: {i} is out of range for {self.n_layers} layers on the axis"
+                )
+            groups.append(each[int(i)])
+        return groups
+
+    def get_label(self, name: str | None = None) -> np.ndarray:
+        """The label array `name` (default: `self.label`).
+
+        Raises:
+            ValueError: the label does not exist (the message lists the labels that do).
+        """
+        name = name or self.label
+        if name is None:
+            raise ValueError(
+                "no label given and meta has neither 'label' nor a known 'task'; "
+                f"pass label= one of {sorted(self.labels)}"
+            )
+        if name not in self.labels:
+            raise ValueError(f"label={name!r} is not in these codes; available labels: {sorted(self.labels)}")
+        return self.labels[name]
+
+    def flat(self, layers: int | Sequence[int] | None = None) -> np.ndarray:
+        """Codes as a feature matrix.
+
+        Args:
+            layers: positions on the layer axis (0..n_layers-1, negative counts from the end) to keep; None
+                keeps every layer. See `layer_names` for the model layer of each position.
+
+        Returns:
+            float32 [n, features], features = (layers, head, query, key) flattened in that order.
+        """
+        codes = self.codes
+        if layers is not None:
+            index = [layers] if isinstance(layers, int | np.integer) else list(layers)
+            for i in index:
+                if not -self.n_layers <= int(i) < self.n_layers:
+                    raise ValueError(
+                        f"layers={layers!r} is out of range for {self.n_layers} layers on the axis"
+                    )
+            codes = codes[:, index]
+        return codes.reshape(codes.shape[0], -1)
+
+    def select(
+        self, split: str | Sequence[str] | None = None, mask: np.ndarray | Sequence[int] | None = None
+    ) -> LatentCodes:
+        """Rows by split name(s) and/or a boolean mask or index array (both given: rows satisfying both).
+
+        Raises:
+            ValueError: an unknown split name or a mask of the wrong length.
+        """
+        keep = np.ones(self.n, dtype=bool)
+        if split is not None:
+            names = [split] if isinstance(split, str) else list(split)
+            unknown = sorted(set(names) - set(SPLITS))
+            if unknown:
+                raise ValueError(f"split={split!r} holds unknown names {unknown}; valid: {list(SPLITS)}")
+            keep &= np.isin(self.split, names)
+        if mask is not None:
+            mask = np.asarray(mask)
+            if mask.dtype == bool:
+                if mask.shape != (self.n,):
+                    raise ValueError(f"mask has shape {mask.shape}; a boolean mask needs shape ({self.n},)")
+                keep &= mask
+            else:
+                chosen = np.zeros(self.n, dtype=bool)
+                chosen[mask.astype(int)] = True
+                keep &= chosen
+        index = np.flatnonzero(keep)
+        return LatentCodes(
+            codes=self.codes[index],
+            labels={k: v[index] for k, v in self.labels.items()},
+            split=self.split[index],
+            meta=dict(self.meta),
+        )
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write `<path>.npz` (arrays) and `<path>.json` (meta); `path` may end in `.npz` or not.
+
+        Both files are written to a temporary name first and then renamed, so a crash leaves no half file.
+
+        Returns:
+            The path of the `.npz` file.
+        """
+        npz_path, json_path = _npz_and_json(path)
+        npz_path.parent.mkdir(parents=True, exist_ok=True)
+        arrays = {"codes": self.codes, "split": self.split}
+        arrays.update({_LABEL_PREFIX + k: v for k, v in self.labels.items()})
+        _atomic_write(npz_path, lambda f: np.savez_compressed(f, **arrays))
+        text = json.dumps(self.meta, indent=2, sort_keys=True, default=_json_default) + "\n"
+        _atomic_write(json_path, lambda f: f.write(text.encode()))
+        logger.info("saved %d latent codes to %s", self.n, npz_path)
+        return npz_path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> LatentCodes:
+        """Read codes written by `save` (`path` with or without `.npz`).
+
+        Raises:
+            FileNotFoundError: the `.npz` or `.json` file is missing.
+            ValueError: the file is not a latent-code file, is truncated, or holds NaN/infinite codes.
+        """
+        npz_path, json_path = _npz_and_json(path)
+        for file in (npz_path, json_path):
+            if not file.exists():
+                raise FileNotFoundError(
+                    f"{file} does not exist; latent codes are a {npz_path.name} + {json_path.name} pair, "
+                    "made by `latentcode extract RUN` (or LatentCodes.save)"
+                )
+        try:
+            with np.load(npz_path, allow_pickle=False) as data:
+                arrays = {k: data[k] for k in data.files}
+        except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as err:
+            raise ValueError(
+                f"{npz_path} is not a readable latent-code file ({type(err).__name__}: {err}); "
+                "it may be truncated or foreign: re-run `latentcode extract RUN`"
+            ) from err
+        missing = sorted({"codes", "split"} - set(arrays))
+        if missing:
+            raise ValueError(
+                f"{npz_path} lacks the arrays {missing} (has {sorted(arrays)}); it is not a latent-code file "
+                "written by LatentCodes.save / `latentcode extract RUN`"
+            )
+        try:
+            meta = json.loads(json_path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(
+                f"{json_path} is not valid JSON ({err}); re-run `latentcode extract RUN`"
+            ) from err
+        labels = {k[len(_LABEL_PREFIX) :]: v for k, v in arrays.items() if k.startswith(_LABEL_PREFIX)}
+        try:
+            return cls(codes=arrays["codes"], labels=labels, split=arrays["split"], meta=meta)
+        except ValueError as err:
+            raise ValueError(f"{npz_path}: {err}") from err
+
+
+def _atomic_write(path: Path, write) -> None:
+    """Write through `write(file)` to a temporary sibling, then rename it over `path` (permissions follow umask)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "xb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain-Python, strict-JSON version of a result: arrays become lists, NaN/inf become None, keys str."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _jsonable(value.tolist())
+    if isinstance(value, np.generic):
+        return _jsonable(value.item())
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
+def _class_labels(codes: LatentCodes, name: str | None) -> tuple[str, np.ndarray, np.ndarray, list[str]]:
+    """A label as classes: (name, y, classes, class names).
+
+    1-D labels are class vectors (int, bool or str; floats only when integer-valued). 2-D int labels are sets
+    of classes per row (fuzzy-logic `terms`). The default label uses `meta["n_classes"]`/`meta["class_names"]`
+    so absent classes still count; other labels use the values they contain.
+    """
+    name = name or codes.label
+    y = codes.get_label(name)
+    if y.ndim > 2:
+        raise ValueError(
+            f"label={name!r} has shape {y.shape}; class labels are [n] or sets of classes [n, K]"
+        )
+    if y.dtype.kind == "f":
+        if not np.all(np.isfinite(y)) or not np.all(y == np.round(y)):
+            raise ValueError(
+                f"label={name!r} is continuous (float values); pass a class label such as "
+                f"{[k for k, v in codes.labels.items() if v.dtype.kind in 'iub' and v.ndim == 1]}"
+            )
+        y = y.astype(np.int64)
+    if y.dtype.kind == "b":
+        y = y.astype(np.int64)
+    if y.ndim == 2 and y.dtype.kind not in "iu":
+        raise ValueError(f"label={name!r} is 2-D but not integer; sets of classes must be integer class ids")
+    n_meta = codes.meta.get("n_classes")
+    if name == codes.label and n_meta and y.dtype.kind in "iu":
+        classes = np.arange(int(n_meta))
+        names = codes.class_names(int(n_meta))
+        if y.size and (y.min() < 0 or y.max() >= int(n_meta)):
+            raise ValueError(
+                f"label={name!r} holds values outside 0..{int(n_meta) - 1} (meta['n_classes']={n_meta})"
+            )
+    elif y.ndim == 2:
+        classes = np.arange(int(y.max()) + 1 if y.size else 0)
+        names = [str(c) for c in classes]
+    else:
+        classes = np.unique(y)
+        names = [str(c) for c in classes]
+    return name, y, classes, names

@@ -1,0 +1,669 @@
+"""Linear decoders of ground truth from latent codes: fit on the train split, score on test/OOD, per layer.
+
+`decode_rules` is the paper's probe (Fig. 5F, Fig. 2B) with its baselines beside it (uniform chance,
+majority class, best constant, spec §8.5). `decode_terms` (per-term logistic F1) and `ridge_bits` (the
+reference code's ridge R² per latent bit, with folds grouped by composition) are the fuzzy-logic extras.
+Probes are plain scikit-learn pipelines (`make_probe`); nothing is re-implemented and nothing imports torch.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.metrics import confusion_matrix, f1_score, multilabel_confusion_matrix
+from sklearn.model_selection import GroupKFold, cross_val_predict
+from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.preprocessing import StandardScaler
+from threadpoolctl import threadpool_limits
+from tqdm.auto import tqdm
+
+from probes.codes import LatentCodes, _class_labels, _jsonable
+
+logger = logging.getLogger(__name__)
+
+LayerChoice = str | int | Sequence[int]
+"""'each+all' | 'each' | 'all' | 'last' | a position on the layer axis | a list of positions."""
+
+
+def _single_threaded(fn: Callable) -> Callable:
+    """Run `fn` with one BLAS and one OpenMP thread. Probes are many small solves (tens to hundreds of features)
+    where extra threads only add synchronisation, and on a busy machine spinning threads made decoding and
+    k-means 10-20x slower (bench/bench_probes.py: k-means on 20k codes 10.7 s with 2 threads, 0.5 s with 1)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with threadpool_limits(limits=1):
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def make_probe(C: float = 1.0, max_iter: int = 1000, random_state: int | None = 0) -> Pipeline:
+    """The linear probe every decoder here uses: standardize, then (multinomial) logistic regression.
+
+    Scaling sits inside the pipeline so it is fitted on training rows only.
+
+    Args:
+        C: inverse L2 regularization strength of `LogisticRegression`.
+        max_iter: solver iterations (the default converges on standardized codes).
+        random_state: seed passed to `LogisticRegression`.
+
+    Returns:
+        An unfitted `Pipeline(StandardScaler(), LogisticRegression(...))`.
+
+    Example:
+        >>> import numpy as np
+        >>> X, y = np.array([[0.0], [0.1], [1.0], [1.1]]), np.array([0, 0, 1, 1])
+        >>> make_probe().fit(X, y).predict([[0.05], [1.05]]).tolist()
+        [0, 1]
+    """
+    return make_pipeline(
+        StandardScaler(), LogisticRegression(C=C, max_iter=max_iter, random_state=random_state)
+    )
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What a decoder that ignores the codes scores on one evaluation split.
+
+    Attributes:
+        n: rows in the split.
+        chance: uniform guessing: 1 / n_classes (for sets of K classes: 1 / C(n_classes, K)).
+        majority: the rate, on this split, of the training split's most frequent class (or set): what a
+            decoder that learned only the label prior scores.
+        best_constant: the rate of this split's own most frequent class: the best any constant answer can
+            score here (an upper bound on constant answers, not achievable without seeing the split).
+    """
+
+    n: int
+    chance: float
+    majority: float
+    best_constant: float
+
+
+@dataclass(frozen=True)
+class LayerDecoding:
+    """Scores of one probe (one layer, or all layers together).
+
+    Attributes:
+        layer: model layer ("3") or "all".
+        train_accuracy: in-sample accuracy on the training rows.
+        accuracy: split -> accuracy (for sets: the predicted set equals the true set).
+        macro_f1: split -> macro-averaged F1 (for sets: mean per-class binary F1 over decodable classes).
+        confusion: split -> confusion matrix [true class, predicted class] (for sets: per class [class, 2, 2]
+            as `sklearn.metrics.multilabel_confusion_matrix`).
+    """
+
+    layer: str
+    train_accuracy: float
+    accuracy: dict[str, float]
+    macro_f1: dict[str, float]
+    confusion: dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class TermDecodingResult:
+    """Per-class binary probes (fuzzy logic: is term t in the instance's composition?), per layer.
+
+    Attributes:
+        label: the set label decoded (`terms`).
+        class_names: names of all classes (2^L terms).
+        layers: probe names, as in `DecodingResult`.
+        evaluated: classes with both presence values in the training rows, so a probe was fitted.
+        skipped: class -> why no probe was fitted ("absent from train" / "present in every train row"); these
+            are predicted constant and have F1 NaN.
+        f1: split -> F1 [layer, class] (NaN: skipped, or no positives predicted or present in the split).
+        support: split -> rows containing each class [class].
+    """
+
+    label: str
+    class_names: list[str]
+    layers: list[str]
+    evaluated: list[int]
+    skipped: dict[int, str]
+    f1: dict[str, np.ndarray]
+    support: dict[str, np.ndarray]
+
+    def mean_f1(self, split: str) -> np.ndarray:
+        """Mean F1 over evaluated classes with a defined F1, per layer [layer]."""
+        with np.errstate(all="ignore"):
+            f1 = self.f1[split]
+            return np.array([np.nanmean(row) if np.isfinite(row).any() else np.nan for row in f1])
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict (NaN -> null)."""
+        return _jsonable(asdict(self))
+
+    def table(self) -> str:
+        """Mean per-class F1 per layer and split, and the skipped classes."""
+        splits = list(self.f1)
+        means = {s: self.mean_f1(s) for s in splits}
+        rows = [[layer, *(_fmt(means[s][i]) for s in splits)] for i, layer in enumerate(self.layers)]
+        lines = [
+            f"per-class probes of {self.label!r}: mean F1 over {len(self.evaluated)} decodable classes",
+            _grid(["layer", *splits], rows),
+        ]
+        if self.skipped:
+            lines.append(
+                "skipped: " + ", ".join(f"{self.class_names[c]} ({why})" for c, why in self.skipped.items())
+            )
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class BitRegressionResult:
+    """Ridge regression from codes to each latent bit (the reference code's `r2_attn_latent`), per layer.
+
+    Attributes:
+        label: the bit label (`term_bits`, flattened over [K, L]).
+        bit_names: "term k bit l" for each flattened bit.
+        layers: probe names.
+        alpha: ridge strength (1.0 as in the reference; intercept fitted, codes not standardized).
+        n_folds: GroupKFold folds on the training rows (groups = compositions, so no composition is in both
+            the fitting and the scoring fold).
+        n_groups: compositions in the training rows.
+        r2_cv: out-of-fold R² on the training rows [layer, bit] (NaN where a bit is constant).
+        r2: split -> R² of a ridge fitted on all training rows [layer, bit].
+    """
+
+    label: str
+    bit_names: list[str]
+    layers: list[str]
+    alpha: float
+    n_folds: int
+    n_groups: int
+    r2_cv: np.ndarray
+    r2: dict[str, np.ndarray]
+
+    def mean(self, split: str = "cv") -> np.ndarray:
+        """Mean R² over bits per layer ("cv" for the grouped cross-validation on train)."""
+        values = self.r2_cv if split == "cv" else self.r2[split]
+        with np.errstate(all="ignore"):
+            return np.array([np.nanmean(row) if np.isfinite(row).any() else np.nan for row in values])
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict (NaN -> null)."""
+        return _jsonable(asdict(self))
+
+    def table(self) -> str:
+        """Mean R² over bits per layer: grouped CV on train and train -> each split."""
+        splits = ["cv", *self.r2]
+        means = {s: self.mean(s) for s in splits}
+        rows = [[layer, *(_fmt(means[s][i]) for s in splits)] for i, layer in enumerate(self.layers)]
+        header = ["layer", f"train ({self.n_folds}-fold by composition)", *self.r2]
+        title = (
+            f"ridge R² (alpha={self.alpha}) of {len(self.bit_names)} bits of {self.label!r}, mean over bits"
+        )
+        return title + "\n" + _grid(header, rows)
+
+
+@dataclass(frozen=True)
+class DecodingResult:
+    """Linear decoding of a label from codes, per layer, with baselines on every evaluation split.
+
+    Attributes:
+        task: `meta["task"]` of the codes.
+        label: the label decoded.
+        kind: "multiclass" (one class per row) or "sets" (a set of classes per row, one probe per class).
+        class_names: names of the classes.
+        n_train: training rows the probes were fitted on.
+        majority_class: the training split's most frequent class (for sets: classes joined with "+").
+        baselines: split -> `Baseline` (chance, majority, best constant) on that split.
+        layers: one `LayerDecoding` per probe (each layer, then "all").
+        terms: fuzzy logic: per-term F1 (`decode_terms`), else None.
+        bits: fuzzy logic: ridge R² per latent bit (`ridge_bits`), else None.
+    """
+
+    task: str | None
+    label: str
+    kind: Literal["multiclass", "sets"]
+    class_names: list[str]
+    n_train: int
+    majority_class: str
+    baselines: dict[str, Baseline]
+    layers: list[LayerDecoding]
+    terms: TermDecodingResult | None = None
+    bits: BitRegressionResult | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def splits(self) -> list[str]:
+        """The evaluation splits, in order."""
+        return list(self.baselines)
+
+    @property
+    def layer_names(self) -> list[str]:
+        """Probe names ("0", "1", ..., "all")."""
+        return [row.layer for row in self.layers]
+
+    def accuracy(self, split: str) -> np.ndarray:
+        """Accuracy on `split` for every probe, in `layer_names` order ("train" gives in-sample accuracy)."""
+        if split == "train":
+            return np.array([row.train_accuracy for row in self.layers])
+        if split not in self.baselines:
+            raise ValueError(f"split={split!r} was not evaluated; evaluated splits: {self.splits}")
+        return np.array([row.accuracy[split] for row in self.layers])
+
+    def macro_f1(self, split: str) -> np.ndarray:
+        """Macro-F1 on `split` for every probe."""
+        if split not in self.baselines:
+            raise ValueError(f"split={split!r} was not evaluated; evaluated splits: {self.splits}")
+        return np.array([row.macro_f1[split] for row in self.layers])
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict (arrays as lists, NaN -> null)."""
+        return _jsonable(asdict(self))
+
+    def table(self) -> str:
+        """Plain-text table: per probe, train and evaluation accuracy, chance, and majority rate per split."""
+        splits = self.splits
+        what = "set accuracy (exact)" if self.kind == "sets" else "accuracy"
+        lines = [
+            f"decoding {self.label!r} ({len(self.class_names)} classes, {self.kind}): {what}; probes fit on "
+            f"{self.n_train} train rows; majority = rate of the train-majority class {self.majority_class!r}"
+        ]
+        chance = self.baselines[splits[0]].chance if splits else float("nan")
+        header = ["layer", "train", *splits, "chance", *(f"majority {s}" for s in splits)]
+        rows = [
+            [
+                row.layer,
+                _fmt(row.train_accuracy),
+                *(_fmt(row.accuracy[s]) for s in splits),
+                _fmt(chance),
+                *(_fmt(self.baselines[s].majority) for s in splits),
+            ]
+            for row in self.layers
+        ]
+        lines.append(_grid(header, rows))
+        for extra in (self.terms, self.bits):
+            if extra is not None:
+                lines += ["", extra.table()]
+        return "\n".join(lines)
+
+
+def _fmt(x: float) -> str:
+    return "-" if x is None or not np.isfinite(x) else f"{x:.3f}"
+
+
+def _grid(header: list[str], rows: list[list[str]]) -> str:
+    """Columns as wide as their widest cell; the first left-aligned, the rest right-aligned."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(
+            str(c).ljust(w) if i == 0 else str(c).rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in [header, *rows]
+    )
+
+
+def _train_rows(codes: LatentCodes) -> np.ndarray:
+    train = codes.split == "train"
+    if not train.any():
+        raise ValueError(
+            f"codes has no rows in split 'train' (splits present: {list(codes.splits)}); decoders fit on "
+            "train-split codes: extract codes for the train split too"
+        )
+    return train
+
+
+def _eval_splits(codes: LatentCodes, eval_splits: str | Sequence[str] | None) -> list[str]:
+    if eval_splits is None:
+        chosen = [s for s in codes.splits if s != "train"]
+        if not chosen:
+            raise ValueError(
+                f"codes has no evaluation rows (splits present: {list(codes.splits)}); decoders score on "
+                "test/ood/novel_terms rows: extract codes for those splits"
+            )
+        return chosen
+    chosen = [eval_splits] if isinstance(eval_splits, str) else list(eval_splits)
+    if "train" in chosen:
+        raise ValueError(
+            f"eval_splits={eval_splits!r} includes 'train', the split probes are fitted on (its in-sample "
+            "score is reported as train_accuracy); pass test/ood/novel_terms"
+        )
+    for split in chosen:
+        if not (codes.split == split).any():
+            raise ValueError(
+                f"eval_splits={eval_splits!r}: split {split!r} has no rows (splits present: {list(codes.splits)})"
+            )
+    return chosen
+
+
+def _require_task(codes: LatentCodes, task: str, who: str) -> None:
+    if codes.task is not None and codes.task != task:
+        raise ValueError(
+            f"codes are from task {codes.task!r} but {who} decodes {task!r} codes; use decode_rules for "
+            f"{codes.task!r} codes"
+        )
+
+
+def _progress(items: list, desc: str, progress: bool | None):
+    return tqdm(items, desc=desc, disable=None if progress is None else not progress, leave=False)
+
+
+def _set_indicator(name: str, y: np.ndarray, n_classes: int) -> np.ndarray:
+    indicator = np.zeros((y.shape[0], n_classes), dtype=np.int64)
+    np.put_along_axis(indicator, y, 1, axis=1)
+    if (indicator.sum(axis=1) != y.shape[1]).any():
+        raise ValueError(
+            f"label={name!r} repeats a class within a row; set decoding needs distinct classes per row "
+            "(fuzzy-logic terms); decode a 1-D label such as 'rule' instead"
+        )
+    return indicator
+
+
+def _multiclass_baselines(y, train, masks, n_classes) -> tuple[Any, dict[str, Baseline]]:
+    values, counts = np.unique(y[train], return_counts=True)
+    majority = values[np.argmax(counts)]
+    baselines = {}
+    for split, mask in masks.items():
+        _, eval_counts = np.unique(y[mask], return_counts=True)
+        baselines[split] = Baseline(
+            n=int(mask.sum()),
+            chance=1.0 / n_classes,
+            majority=float(np.mean(y[mask] == majority)),
+            best_constant=float(eval_counts.max() / mask.sum()),
+        )
+    return majority, baselines
+
+
+def _set_baselines(y, train, masks, n_classes) -> tuple[np.ndarray, dict[str, Baseline]]:
+    sets = np.sort(y, axis=1)
+    values, counts = np.unique(sets[train], axis=0, return_counts=True)
+    majority = values[np.argmax(counts)]
+    baselines = {}
+    for split, mask in masks.items():
+        _, eval_counts = np.unique(sets[mask], axis=0, return_counts=True)
+        baselines[split] = Baseline(
+            n=int(mask.sum()),
+            chance=1.0 / math.comb(n_classes, y.shape[1]),
+            majority=float(np.mean((sets[mask] == majority).all(axis=1))),
+            best_constant=float(eval_counts.max() / mask.sum()),
+        )
+    return majority, baselines
+
+
+def _decode_sets(codes, name, y, names, groups, train, masks, probe_params, progress):
+    """One binary probe per class and layer group; returns LayerDecoding rows and the per-class result."""
+    n_classes = len(names)
+    indicator = _set_indicator(name, y, n_classes)
+    skipped, evaluated = {}, []
+    for c in range(n_classes):
+        present = indicator[train, c]
+        if present.min() == present.max():
+            skipped[c] = "absent from train" if present.max() == 0 else "present in every train row"
+        else:
+            evaluated.append(c)
+    if not evaluated:
+        raise ValueError(f"label={name!r}: no class varies across the train rows, so no probe can be fitted")
+    if skipped:
+        logger.info("label %r: no probe for %d classes (%s)", name, len(skipped), skipped)
+    f1 = {s: np.full((len(groups), n_classes), np.nan) for s in masks}
+    support = {s: indicator[m].sum(axis=0) for s, m in masks.items()}
+    rows = []
+    for g, (layer, positions) in enumerate(_progress(groups, f"probes {name}", progress)):
+        X = codes.flat(positions)
+        predicted = np.repeat(indicator[train][:1], codes.n, axis=0)
+        for c in evaluated:
+            probe = make_probe(**probe_params).fit(X[train], indicator[train, c])
+            predicted[:, c] = probe.predict(X)
+        accuracy, macro, confusion = {}, {}, {}
+        for split, mask in masks.items():
+            for c in evaluated:
+                f1[split][g, c] = f1_score(indicator[mask, c], predicted[mask, c], zero_division=np.nan)
+            accuracy[split] = float((predicted[mask] == indicator[mask]).all(axis=1).mean())
+            with np.errstate(all="ignore"):
+                row = f1[split][g]
+                macro[split] = float(np.nanmean(row)) if np.isfinite(row).any() else float("nan")
+            confusion[split] = multilabel_confusion_matrix(indicator[mask], predicted[mask])
+        train_accuracy = float((predicted[train] == indicator[train]).all(axis=1).mean())
+        rows.append(LayerDecoding(layer, train_accuracy, accuracy, macro, confusion))
+    terms = TermDecodingResult(
+        label=name,
+        class_names=list(names),
+        layers=[layer for layer, _ in groups],
+        evaluated=evaluated,
+        skipped=skipped,
+        f1=f1,
+        support=support,
+    )
+    return rows, terms
+
+
+@_single_threaded
+def decode_rules(
+    codes: LatentCodes,
+    label: str | None = None,
+    layers: LayerChoice = "each+all",
+    *,
+    eval_splits: str | Sequence[str] | None = None,
+    C: float = 1.0,
+    max_iter: int = 1000,
+    random_state: int | None = 0,
+    fuzzy_extras: bool = True,
+    progress: bool | None = None,
+) -> DecodingResult:
+    """Decode a ground-truth label from codes: fit on the train split, score on every evaluation split.
+
+    A 1-D label (SRAVEN `rule`) gets one multinomial probe per layer group. A 2-D label of class sets
+    (fuzzy-logic `terms` [n, K]) gets one binary probe per class; a row counts as correct when the predicted
+    set equals the true set. Baselines (chance, majority, best constant) are computed on the same rows.
+
+    Args:
+        codes: latent codes with a `train` split and at least one evaluation split.
+        label: label to decode (default `codes.label`: "rule" for SRAVEN, "terms" for fuzzy logic).
+        layers: "each+all" (default), "each", "all", "last", a position or positions on the layer axis.
+        eval_splits: splits to score (default: every split present other than train).
+        C: inverse regularization strength of the logistic probes.
+        max_iter: solver iterations.
+        random_state: probe seed.
+        fuzzy_extras: for fuzzy-logic codes also run `decode_terms` and `ridge_bits` when their labels exist.
+        progress: show a progress bar (None: only on a terminal).
+
+    Returns:
+        A `DecodingResult`; `table()` prints it, `to_dict()` serializes it.
+
+    Raises:
+        ValueError: no train rows or no evaluation rows, a missing or continuous label, or a single class in
+            the train split.
+    """
+    train = _train_rows(codes)
+    splits = _eval_splits(codes, eval_splits)
+    masks = {s: codes.split == s for s in splits}
+    name, y, classes, names = _class_labels(codes, label)
+    groups = codes.layer_groups(layers)
+    probe_params = {"C": C, "max_iter": max_iter, "random_state": random_state}
+    params = {"layers": layers if isinstance(layers, str) else list(np.atleast_1d(layers)), **probe_params}
+    terms = bits = None
+    if y.ndim == 2:
+        rows, terms = _decode_sets(codes, name, y, names, groups, train, masks, probe_params, progress)
+        majority, baselines = _set_baselines(y, train, masks, len(names))
+        majority_name = "+".join(names[int(c)] for c in majority)
+        kind = "sets"
+    else:
+        if np.unique(y[train]).size < 2:
+            raise ValueError(
+                f"label={name!r} has a single class ({y[train][0]!r}) in the train split; a decoder needs at "
+                "least two classes: extract more training rows or decode another label"
+            )
+        majority, baselines = _multiclass_baselines(y, train, masks, len(classes))
+        majority_name = names[int(np.flatnonzero(classes == majority)[0])]
+        rows = []
+        for layer, positions in _progress(groups, f"decoding {name}", progress):
+            X = codes.flat(positions)
+            probe = make_probe(**probe_params).fit(X[train], y[train])
+            accuracy, macro, confusion = {}, {}, {}
+            for split, mask in masks.items():
+                predicted = probe.predict(X[mask])
+                accuracy[split] = float(np.mean(predicted == y[mask]))
+                macro[split] = float(f1_score(y[mask], predicted, average="macro", zero_division=0))
+                confusion[split] = confusion_matrix(y[mask], predicted, labels=classes)
+            train_accuracy = float(probe.score(X[train], y[train]))
+            rows.append(LayerDecoding(layer, train_accuracy, accuracy, macro, confusion))
+        kind = "multiclass"
+    if fuzzy_extras and codes.task == "fuzzy_logic":
+        if terms is None and "terms" in codes.labels:
+            terms = decode_terms(
+                codes, "terms", layers, eval_splits=splits, progress=progress, **probe_params
+            )
+        if "term_bits" in codes.labels:
+            bits = ridge_bits(codes, layers=layers, eval_splits=splits)
+    return DecodingResult(
+        task=codes.task,
+        label=name,
+        kind=kind,
+        class_names=list(names),
+        n_train=int(train.sum()),
+        majority_class=majority_name,
+        baselines=baselines,
+        layers=rows,
+        terms=terms,
+        bits=bits,
+        params=params,
+    )
+
+
+@_single_threaded
+def decode_terms(
+    codes: LatentCodes,
+    label: str = "terms",
+    layers: LayerChoice = "each+all",
+    *,
+    eval_splits: str | Sequence[str] | None = None,
+    C: float = 1.0,
+    max_iter: int = 1000,
+    random_state: int | None = 0,
+    progress: bool | None = None,
+) -> TermDecodingResult:
+    """Fuzzy logic (paper Fig. 2B): one logistic probe per layer and term, "is term t in the composition?".
+
+    Probes are fitted on train rows and scored (F1) on each evaluation split. Terms that never vary in the
+    train rows (never used in training: `novel_terms`) get no probe and are listed in `skipped`.
+
+    Args:
+        codes: fuzzy-logic codes with a `terms` [n, K] label.
+        label: the set label (default "terms").
+        layers, eval_splits, C, max_iter, random_state, progress: as in `decode_rules`.
+
+    Returns:
+        A `TermDecodingResult`.
+
+    Raises:
+        ValueError: codes of another task, a label that is not a set of classes, or missing splits.
+    """
+    _require_task(codes, "fuzzy_logic", "decode_terms")
+    train = _train_rows(codes)
+    splits = _eval_splits(codes, eval_splits)
+    masks = {s: codes.split == s for s in splits}
+    name, y, _, names = _class_labels(codes, label)
+    if y.ndim != 2:
+        raise ValueError(
+            f"label={name!r} has shape {y.shape}; decode_terms needs a set label [n, K] ('terms')"
+        )
+    probe_params = {"C": C, "max_iter": max_iter, "random_state": random_state}
+    groups = codes.layer_groups(layers)
+    _, terms = _decode_sets(codes, name, y, names, groups, train, masks, probe_params, progress)
+    return terms
+
+
+def _composition_groups(codes: LatentCodes, groups: str | None) -> np.ndarray:
+    for key in [groups] if groups else ["composition", "terms", "term_bits"]:
+        if key in codes.labels:
+            values = codes.labels[key].reshape(codes.n, -1)
+            if key == "terms":
+                values = np.sort(values, axis=1)
+            return np.unique(values, axis=0, return_inverse=True)[1].ravel()
+    raise ValueError(
+        f"groups={groups!r}: codes have none of the labels that identify a composition "
+        f"(composition, terms, term_bits); available: {sorted(codes.labels)}"
+    )
+
+
+def _r2_per_column(y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
+    residual = ((y_true - y_pred) ** 2).sum(axis=0)
+    total = ((y_true - y_true.mean(axis=0)) ** 2).sum(axis=0)
+    with np.errstate(all="ignore"):
+        return np.where(total > 0, 1.0 - residual / total, np.nan)
+
+
+@_single_threaded
+def ridge_bits(
+    codes: LatentCodes,
+    label: str = "term_bits",
+    layers: LayerChoice = "each+all",
+    *,
+    alpha: float = 1.0,
+    n_folds: int = 5,
+    groups: str | None = None,
+    eval_splits: str | Sequence[str] | None = None,
+) -> BitRegressionResult:
+    """Fuzzy logic, the reference code's metric: ridge regression from codes to each latent bit, as R².
+
+    Differences from the reference's `r2_attn_latent` (half/half split of one loader, 10 CG steps): here the
+    ridge is solved exactly, the training rows are scored out-of-fold with `GroupKFold` over compositions
+    (rows of one composition never sit on both sides), and a ridge fitted on all train rows is scored on
+    each evaluation split (held-out compositions).
+
+    Args:
+        codes: fuzzy-logic codes with a `term_bits` [n, K, L] label.
+        label: the bit label (default "term_bits"); every trailing axis is flattened into bits.
+        layers: as in `decode_rules`.
+        alpha: ridge strength (reference: 1.0).
+        n_folds: GroupKFold folds (fewer when there are fewer compositions).
+        groups: label naming each row's composition (default: `composition`, else derived from `terms`).
+        eval_splits: as in `decode_rules`.
+
+    Returns:
+        A `BitRegressionResult`.
+
+    Raises:
+        ValueError: codes of another task, no composition labels, or fewer than 2 training compositions.
+    """
+    _require_task(codes, "fuzzy_logic", "ridge_bits")
+    train = _train_rows(codes)
+    splits = _eval_splits(codes, eval_splits)
+    bits = codes.get_label(label).reshape(codes.n, -1).astype(np.float64)
+    shape = codes.labels[label].shape[1:]
+    if len(shape) == 2:
+        bit_names = [f"term {k} bit {b}" for k in range(shape[0]) for b in range(shape[1])]
+    else:
+        bit_names = [f"bit {b}" for b in range(bits.shape[1])]
+    composition = _composition_groups(codes, groups)[train]
+    n_groups = int(np.unique(composition).size)
+    if n_groups < 2:
+        raise ValueError(
+            f"groups={groups!r}: the train rows hold {n_groups} composition; grouped cross-validation needs >= 2"
+        )
+    folds = min(n_folds, n_groups)
+    layer_groups = codes.layer_groups(layers)
+    r2_cv = np.full((len(layer_groups), bits.shape[1]), np.nan)
+    r2 = {s: np.full_like(r2_cv, np.nan) for s in splits}
+    for g, (_, positions) in enumerate(layer_groups):
+        X = codes.flat(positions).astype(np.float64)
+        ridge = Ridge(alpha=alpha, fit_intercept=True)
+        out_of_fold = cross_val_predict(
+            ridge, X[train], bits[train], groups=composition, cv=GroupKFold(folds)
+        )
+        r2_cv[g] = _r2_per_column(bits[train], out_of_fold)
+        ridge.fit(X[train], bits[train])
+        for split in splits:
+            mask = codes.split == split
+            r2[split][g] = _r2_per_column(bits[mask], ridge.predict(X[mask]))
+    return BitRegressionResult(
+        label=label,
+        bit_names=bit_names,
+        layers=[name for name, _ in layer_groups],
+        alpha=alpha,
+        n_folds=folds,
+        n_groups=n_groups,
+        r2_cv=r2_cv,
+        r2=r2,
+    )

@@ -1,0 +1,186 @@
+"""Two-dimensional views of latent codes: UMAP (umap-learn, seeded) and PCA (scikit-learn).
+
+An `Embedding` keeps the coordinates together with the rows they came from and those rows' labels, so
+figures can colour by any label. UMAP is imported lazily (it is slow to import and JIT-compiles on first use).
+Seeded UMAP is repeatable on one machine only, never across machines (lmcinnes/umap#153); no plotting here.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from sklearn.decomposition import PCA
+from sklearn.neighbors import NearestNeighbors
+
+from probes.codes import LatentCodes, _jsonable
+from probes.decode import _single_threaded
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Embedding:
+    """2-D coordinates of (a subsample of) the codes.
+
+    Attributes:
+        coords: float [m, 2].
+        rows: int [m], the rows of the source `LatentCodes` each point shows.
+        method: "umap" or "pca".
+        layer: the layer group embedded (model layer "3", or "all").
+        labels: every label of the source codes, restricted to `rows`.
+        split: split of each point [m].
+        class_names: display names of the default label's classes.
+        label: the default label name of the source codes.
+        params: parameters of the embedding (n_neighbors, min_dist, random_state, explained variance, ...).
+    """
+
+    coords: np.ndarray
+    rows: np.ndarray
+    method: Literal["umap", "pca"]
+    layer: str
+    labels: dict[str, np.ndarray]
+    split: np.ndarray
+    class_names: list[str] = field(default_factory=list)
+    label: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        """Number of points."""
+        return int(self.coords.shape[0])
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict (coordinates included)."""
+        return _jsonable(asdict(self))
+
+
+def subsample(n: int, max_points: int | None, random_state: int = 0) -> np.ndarray:
+    """Sorted row indices: all `n` rows, or a seeded uniform subsample of `max_points` of them.
+
+    Example:
+        >>> subsample(5, None).tolist(), subsample(1000, 10).size
+        ([0, 1, 2, 3, 4], 10)
+    """
+    if max_points is None or n <= max_points:
+        return np.arange(n)
+    if max_points < 1:
+        raise ValueError(f"max_points={max_points} must be >= 1 (or None for every row)")
+    return np.sort(np.random.default_rng(random_state).choice(n, size=max_points, replace=False))
+
+
+def _umap(
+    X: np.ndarray, n_neighbors: int, min_dist: float, n_epochs: int | None, init: str, seed: int | None
+) -> np.ndarray:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ImportWarning)
+        import umap
+    n_neighbors = min(n_neighbors, X.shape[0] - 1)
+    # Exact neighbours from scikit-learn: umap's own small-data path calls its metric once per pair from
+    # Python (minutes for a few thousand rows) and its large-data path pays a long NNDescent JIT.
+    distances, indices = NearestNeighbors(n_neighbors=n_neighbors).fit(X).kneighbors(X)
+    reducer = umap.UMAP(
+        n_neighbors=n_neighbors,
+        min_dist=min_dist,
+        n_components=2,
+        n_epochs=n_epochs,
+        random_state=seed,
+        n_jobs=1 if seed is not None else -1,
+        precomputed_knn=(indices, distances, None),
+        # spectral initialisation is unreliable on tiny graphs; PCA is umap's documented alternative
+        init=init if X.shape[0] > 100 else "pca",
+    )
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*knn_search_index.*")
+        warnings.filterwarnings("ignore", message=".*n_jobs value.*")
+        return np.asarray(reducer.fit_transform(X), dtype=np.float32)
+
+
+@_single_threaded
+def embed_codes(
+    codes: LatentCodes,
+    method: Literal["umap", "pca"] = "umap",
+    layer: str | int = "last",
+    *,
+    split: str | list[str] | None = None,
+    max_points: int | None = 3000,
+    n_neighbors: int = 15,
+    min_dist: float = 0.1,
+    n_epochs: int | None = None,
+    init: Literal["spectral", "pca", "random"] = "spectral",
+    standardize: bool = False,
+    random_state: int | None = 0,
+) -> Embedding:
+    """Embed codes of one layer group in 2-D.
+
+    Args:
+        codes: latent codes.
+        method: "umap" (non-linear, neighbourhood-preserving) or "pca" (linear, exact).
+        layer: "last" (default; the paper's Fig. 5B uses the final layer), "all", or a position on the layer axis.
+        split: restrict to these split(s) (default: every row).
+        max_points: embed at most this many rows, a seeded uniform subsample (None: every row). UMAP on 3,000
+            rows takes seconds; on 20,000 about a minute on 2 cores.
+        n_neighbors: UMAP neighbourhood size (clipped to rows − 1).
+        min_dist: UMAP minimum distance between embedded points.
+        n_epochs: UMAP optimisation epochs (None: umap's default, 500 below 10,000 rows, else 200; the
+            optimisation dominates the run time).
+        init: UMAP initial layout. "spectral" (umap's default) keeps global structure best but is slow when the
+            neighbour graph falls apart into many components (codes of a few dozen compositions); "pca" is fast.
+        standardize: z-score each feature first (off: codes are compared on their own scale).
+        random_state: seed for the subsample and for UMAP (a seed makes UMAP single-threaded; None lets it
+            use every core, unrepeatably).
+
+    Returns:
+        An `Embedding`.
+
+    Raises:
+        ValueError: an unknown method or init, or fewer than 3 rows.
+    """
+    if method not in ("umap", "pca"):
+        raise ValueError(f"method={method!r}; choose 'umap' or 'pca'")
+    if init not in ("spectral", "pca", "random"):
+        raise ValueError(f"init={init!r}; choose 'spectral', 'pca' or 'random'")
+    rows = (
+        np.flatnonzero(np.isin(codes.split, [split] if isinstance(split, str) else split)) if split else None
+    )
+    if rows is None:
+        rows = np.arange(codes.n)
+    if rows.size < 3:
+        raise ValueError(f"split={split!r} selects {rows.size} rows; an embedding needs at least 3")
+    rows = rows[subsample(rows.size, max_points, 0 if random_state is None else random_state)]
+    ((layer_name, positions),) = (
+        codes.layer_groups(layer) if isinstance(layer, str) else codes.layer_groups([layer])
+    )
+    X = codes.flat(positions)[rows].astype(np.float64)
+    if standardize:
+        X = (X - X.mean(axis=0)) / np.where(X.std(axis=0) > 0, X.std(axis=0), 1.0)
+    params: dict[str, Any] = {
+        "max_points": max_points,
+        "standardize": standardize,
+        "random_state": random_state,
+    }
+    if method == "pca":
+        pca = PCA(n_components=min(2, X.shape[1]), random_state=random_state)
+        coords = np.zeros((X.shape[0], 2), np.float32)
+        coords[:, : pca.n_components] = pca.fit_transform(X)
+        params["explained_variance_ratio"] = pca.explained_variance_ratio_.tolist()
+    else:
+        coords = _umap(X, n_neighbors, min_dist, n_epochs, init, random_state)
+        params.update(
+            n_neighbors=min(n_neighbors, rows.size - 1), min_dist=min_dist, n_epochs=n_epochs, init=init
+        )
+    logger.info("%s of %d rows, layer %s", method, rows.size, layer_name)
+    return Embedding(
+        coords=coords,
+        rows=rows,
+        method=method,
+        layer=layer_name,
+        labels={k: v[rows] for k, v in codes.labels.items()},
+        split=codes.split[rows],
+        class_names=codes.class_names(),
+        label=codes.label,
+        params=params,
+    )

@@ -1,0 +1,396 @@
+"""The whole probe suite over one or more runs, written as one self-contained `report.html` plus `summary.json`.
+
+`build_report` decodes, clusters, compares rules and embeds the codes of each run, draws the figures of
+`probes.figures` with plotly (plotly.js embedded once, so the page works offline), and puts the variants side
+by side. It reads only what it is given (`RunInput`); finding run directories is the CLI's job.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from probes.cluster import ClusteringResult, cluster_codes
+from probes.codes import LatentCodes, _atomic_write, _jsonable
+from probes.decode import DecodingResult, decode_rules
+from probes.embed import Embedding, embed_codes
+from probes.figures import (
+    code_heatmap_figure,
+    decoding_figure,
+    embedding_figure,
+    similarity_figure,
+    term_f1_figure,
+    training_curves_figure,
+    variant_figure,
+)
+from probes.similarity import RuleSimilarity, TopographicResult, rule_similarity, topographic_similarity
+
+logger = logging.getLogger(__name__)
+
+REPORT_FILE = "report.html"
+SUMMARY_FILE = "summary.json"
+SECTIONS = (
+    "Summary",
+    "Training curves",
+    "Decoding per layer",
+    "Clustering",
+    "Rule similarity",
+    "UMAP",
+    "Code heatmaps",
+)
+"""Section titles of the report, in order ("UMAP" reads "PCA" when the report embeds with PCA)."""
+
+
+@dataclass(frozen=True)
+class RunInput:
+    """What the report needs from one run.
+
+    Attributes:
+        name: run name (column header).
+        codes: the run's latent codes, or None (the code sections then say how to extract them).
+        metrics: rows of the run's metrics.jsonl ({"step", "split", "loss", "acc" | "r2", "lr", ...}).
+        summary: final metrics, e.g. {"test_acc": 0.97, "ood_acc": 0.61}.
+        variant: model variant (softmax, linear, hyla, ...), used to group runs in the comparison.
+    """
+
+    name: str
+    codes: LatentCodes | None = None
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+    variant: str | None = None
+
+
+@dataclass(frozen=True)
+class RunAnalysis:
+    """Everything computed for one run (None where the run has no codes)."""
+
+    run: RunInput
+    decoding: DecodingResult | None = None
+    clustering: ClusteringResult | None = None
+    similarity: RuleSimilarity | None = None
+    topographic: TopographicResult | None = None
+    embedding: Embedding | None = None
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe summary (embedding coordinates left out)."""
+        run = self.run
+        out: dict[str, Any] = {
+            "variant": run.variant,
+            "task": run.codes.task if run.codes is not None else None,
+            "summary": run.summary,
+            "n_codes": run.codes.n if run.codes is not None else 0,
+            "meta": run.codes.meta if run.codes is not None else None,
+        }
+        for key in ("decoding", "clustering", "similarity", "topographic"):
+            value = getattr(self, key)
+            out[key] = value.to_dict() if value is not None else None
+        if self.embedding is not None:
+            out["embedding"] = {
+                "method": self.embedding.method,
+                "layer": self.embedding.layer,
+                "n": self.embedding.n,
+                "params": self.embedding.params,
+            }
+        out["errors"] = self.errors
+        return _jsonable(out)
+
+
+def analyse_run(
+    run: RunInput,
+    *,
+    embed_method: Literal["umap", "pca"] = "umap",
+    max_points: int = 3000,
+    random_state: int = 0,
+    progress: bool | None = None,
+) -> RunAnalysis:
+    """Run decoding, clustering, rule similarity, topographic similarity and an embedding on one run's codes.
+
+    An analysis that cannot run on these codes (e.g. a single class in the train split) is recorded in
+    `errors` and left out, so one odd run does not sink the whole report.
+    """
+    codes = run.codes
+    if codes is None:
+        return RunAnalysis(run)
+    results: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    steps = {
+        "decoding": lambda: decode_rules(codes, random_state=random_state, progress=progress),
+        "clustering": lambda: cluster_codes(codes, random_state=random_state),
+        "similarity": lambda: rule_similarity(codes, layers="last"),
+        "topographic": lambda: topographic_similarity(codes, random_state=random_state),
+        # 200 epochs (umap's own choice above 10,000 rows) keep a report of several runs to seconds per run
+        "embedding": lambda: embed_codes(
+            codes, embed_method, "last", max_points=max_points, n_epochs=200, random_state=random_state
+        ),
+    }
+    for name, step in steps.items():
+        try:
+            results[name] = step()
+        except ValueError as err:
+            logger.warning("run %s: %s skipped: %s", run.name, name, err)
+            errors[name] = str(err)
+    return RunAnalysis(run, errors=errors, **results)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float | np.floating):
+        return "–" if not np.isfinite(value) else f"{value:.4g}"
+    return str(value)
+
+
+def _summary_rows(analyses: Mapping[str, RunAnalysis]) -> list[tuple[str, list[str]]]:
+    """Rows of the side-by-side table: given final metrics, then the headline number of each analysis."""
+    runs = list(analyses.values())
+
+    def row(name: str, value: Any) -> tuple[str, list[str]]:
+        cells = []
+        for analysis in runs:
+            try:
+                cells.append(_cell(value(analysis)))
+            except (AttributeError, KeyError, IndexError, ValueError):  # the run lacks this analysis or split
+                cells.append(_cell(None))
+        return name, cells
+
+    rows = [row("variant", lambda a: a.run.variant), row("task", lambda a: a.run.codes.task)]
+    rows += [
+        row(k, lambda a, k=k: a.run.summary[k]) for k in dict.fromkeys(k for a in runs for k in a.run.summary)
+    ]
+    for split in ("test", "ood"):
+        # layer_names are (each layer..., "all"): [-2] is the last layer
+        rows.append(
+            row(f"decoding accuracy, {split}, last layer", lambda a, s=split: a.decoding.accuracy(s)[-2])
+        )
+        rows.append(
+            row(f"decoding accuracy, {split}, all layers", lambda a, s=split: a.decoding.accuracy(s)[-1])
+        )
+        rows.append(row(f"majority-class rate, {split}", lambda a, s=split: a.decoding.baselines[s].majority))
+    rows.append(row("chance (uniform)", lambda a: a.decoding.baselines[a.decoding.splits[0]].chance))
+    rows.append(row("term F1, ood, all layers", lambda a: a.decoding.terms.mean_f1("ood")[-1]))
+    rows.append(row("ridge R² of latent bits, ood, all layers", lambda a: a.decoding.bits.mean("ood")[-1]))
+    rows.append(row("k-means AMI, all layers", lambda a: a.clustering.scores("ami")[-1]))
+    rows.append(row("topographic ρ, all layers", lambda a: a.topographic.rho[-1]))
+    return rows
+
+
+class _Page:
+    """Accumulates the HTML body; plotly figures share the one plotly.js script in the head."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.n_figures = 0
+
+    def add(self, text: str) -> None:
+        self.parts.append(text)
+
+    def heading(self, title: str, level: int = 2) -> None:
+        anchor = title.lower().replace(" ", "-")
+        self.add(f'<h{level} id="{html.escape(anchor)}">{html.escape(title)}</h{level}>')
+
+    def note(self, text: str) -> None:
+        self.add(f'<p class="note">{html.escape(text)}</p>')
+
+    def pre(self, text: str) -> None:
+        self.add(f"<pre>{html.escape(text)}</pre>")
+
+    def figure(self, display: Any) -> None:
+        self.n_figures += 1
+        div = display.plotly().to_html(
+            full_html=False, include_plotlyjs=False, div_id=f"figure-{self.n_figures}"
+        )
+        self.add(f'<div class="figure">{div}</div>')
+
+    def table(self, header: list[str], rows: list[tuple[str, list[str]]]) -> None:
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+        body = "".join(
+            "<tr><th>"
+            + html.escape(name)
+            + "</th>"
+            + "".join(f"<td>{html.escape(v)}</td>" for v in values)
+            + "</tr>"
+            for name, values in rows
+        )
+        self.add(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1400px; padding: 0 1em; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }
+tbody th { text-align: left; font-weight: normal; }
+pre { background: #f6f6f6; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
+.note { color: #666; font-style: italic; }
+nav a { margin-right: 1em; }
+"""
+
+
+def _no_codes(page: _Page, analysis: RunAnalysis, what: str) -> bool:
+    run = analysis.run
+    if run.codes is None:
+        page.note(f"{run.name}: no latent codes; run `latentcode extract RUN` to make them.")
+        return True
+    if what in analysis.errors:
+        page.note(f"{run.name}: {what} skipped: {analysis.errors[what]}")
+        return True
+    return False
+
+
+def build_report(
+    runs: Mapping[str, RunInput] | Sequence[RunInput],
+    out_dir: str | os.PathLike,
+    *,
+    title: str = "latentcode report",
+    embed_method: Literal["umap", "pca"] = "umap",
+    max_points: int = 3000,
+    random_state: int = 0,
+    progress: bool | None = None,
+) -> Path:
+    """Analyse every run and write `out_dir/report.html` (self-contained) and `out_dir/summary.json`.
+
+    Args:
+        runs: run name -> `RunInput`, or a list of `RunInput` (named by `RunInput.name`). Runs may mix tasks.
+        out_dir: output folder (created).
+        title: page title.
+        embed_method: "umap" (default) or "pca" for the embedding section.
+        max_points: rows embedded per run (a seeded subsample; UMAP on 3,000 rows takes seconds).
+        random_state: seed of every analysis.
+        progress: progress bar over runs (None: only on a terminal).
+
+    Returns:
+        The path of report.html.
+
+    Raises:
+        ValueError: no runs, or two runs with the same name.
+    """
+    if not isinstance(runs, Mapping):
+        names = [r.name for r in runs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"runs have duplicate names {names}; give each RunInput a distinct name")
+        runs = {r.name: r for r in runs}
+    if not runs:
+        raise ValueError("runs is empty; pass at least one RunInput")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    analyses = {
+        name: analyse_run(
+            run, embed_method=embed_method, max_points=max_points, random_state=random_state, progress=False
+        )
+        for name, run in tqdm(runs.items(), desc="report", disable=None if progress is None else not progress)
+    }
+    page = _Page()
+    sections = [s if s != "UMAP" else embed_method.upper() for s in SECTIONS]
+    page.add(f"<h1>{html.escape(title)}</h1>")
+    page.add(
+        "<nav>"
+        + "".join(f'<a href="#{s.lower().replace(" ", "-")}">{html.escape(s)}</a>' for s in sections)
+        + "</nav>"
+    )
+
+    page.heading(sections[0])
+    page.table(["", *runs], _summary_rows(analyses))
+    grouped: dict[str, list[float]] = {}
+    for name, a in analyses.items():
+        for key in ("ood_acc", "ood_r2"):
+            if isinstance(a.run.summary.get(key), int | float):
+                grouped.setdefault(f"{a.run.variant or name} ({key})", []).append(float(a.run.summary[key]))
+    if len(grouped) > 1:
+        page.figure(variant_figure(grouped, metric="final OOD metric", title="Final OOD metric by variant"))
+
+    page.heading(sections[1])
+    with_metrics = {name: run.metrics for name, run in runs.items() if run.metrics}
+    if with_metrics:
+        try:
+            page.figure(training_curves_figure(with_metrics))
+        except ValueError as err:
+            page.note(str(err))
+    else:
+        page.note("No training metrics given (metrics.jsonl rows).")
+
+    page.heading(sections[2])
+    page.note(
+        "Linear probes (standardize + logistic regression) fit on train-split codes, scored on held-out "
+        "splits. Chance = uniform guess; majority = rate of the train-majority class on the same split."
+    )
+    groups: dict[tuple, dict[str, DecodingResult]] = {}
+    for name, a in analyses.items():
+        if not _no_codes(page, a, "decoding"):
+            groups.setdefault((a.decoding.task, a.decoding.label, len(a.decoding.class_names)), {})[name] = (
+                a.decoding
+            )
+    for (task, label, _), results in groups.items():
+        page.heading(f"{task or 'codes'}: {label}", level=3)
+        page.figure(decoding_figure(results))
+        for name, result in results.items():
+            page.add(f"<h4>{html.escape(name)}</h4>")
+            page.pre(result.table())
+            if result.terms is not None and result.terms.f1:
+                split = "ood" if "ood" in result.terms.f1 else next(iter(result.terms.f1))
+                page.figure(term_f1_figure(result.terms, split=split))
+
+    page.heading(sections[3])
+    for name, a in analyses.items():
+        if not _no_codes(page, a, "clustering"):
+            page.add(f"<h4>{html.escape(name)}</h4>")
+            page.pre(a.clustering.table())
+            if a.topographic is not None:
+                topo = a.topographic
+                page.pre(
+                    "topographic similarity (Spearman ρ between code distances and "
+                    f"{topo.distance} distances of {topo.assignment!r}, {topo.n_pairs} pairs): "
+                    + ", ".join(f"layer {n}: {r:.3f}" for n, r in zip(topo.layers, topo.rho, strict=True))
+                )
+
+    page.heading(sections[4])
+    for name, a in analyses.items():
+        if not _no_codes(page, a, "similarity"):
+            page.add(f"<h4>{html.escape(name)}</h4>")
+            page.figure(
+                similarity_figure(
+                    a.similarity,
+                    title=f"{name}: similarity of mean codes per "
+                    f"{a.similarity.label} (layer {a.similarity.layer})",
+                )
+            )
+
+    page.heading(sections[5])
+    for name, a in analyses.items():
+        if not _no_codes(page, a, "embedding"):
+            page.add(f"<h4>{html.escape(name)}</h4>")
+            page.figure(embedding_figure(a.embedding))
+
+    page.heading(sections[6])
+    for name, a in analyses.items():
+        if not _no_codes(page, a, "heatmaps"):
+            page.add(f"<h4>{html.escape(name)}</h4>")
+            try:
+                page.figure(code_heatmap_figure(a.run.codes))
+            except ValueError as err:
+                page.note(str(err))
+
+    from plotly.offline import get_plotlyjs
+
+    document = (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{html.escape(title)}</title>\n<style>{_STYLE}</style>\n"
+        f'<script type="text/javascript">{get_plotlyjs()}</script>\n</head>\n<body>\n'
+        + "\n".join(page.parts)
+        + "\n</body>\n</html>\n"
+    )
+    report_path = out_dir / REPORT_FILE
+    _atomic_write(report_path, lambda f: f.write(document.encode("utf-8")))
+    summary = {"title": title, "runs": {name: a.to_dict() for name, a in analyses.items()}}
+    text = json.dumps(summary, indent=2, allow_nan=False) + "\n"
+    _atomic_write(out_dir / SUMMARY_FILE, lambda f: f.write(text.encode("utf-8")))
+    logger.info("wrote %s (%d figures) and %s", report_path, page.n_figures, SUMMARY_FILE)
+    return report_path

@@ -1,0 +1,264 @@
+"""Similarity structure of latent codes: mean code per rule, cosine similarity between rules, topographic score.
+
+`rule_similarity` is the paper's Fig. 5E (cosine similarity between the average code of each rule).
+`topographic_similarity` asks whether instances with similar rule assignments have similar codes (Spearman
+correlation of pairwise distances, on a seeded sample of pairs, with an optional permutation test). No plotting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from scipy.stats import rankdata
+
+from probes.codes import LatentCodes, _class_labels, _jsonable
+from probes.decode import LayerChoice, _single_threaded
+
+
+@dataclass(frozen=True)
+class ClassMeans:
+    """Mean code of each class.
+
+    Attributes:
+        label: the label grouped by (for sets such as `terms`: rows containing the class).
+        class_names: names of the classes.
+        counts: rows per class [class].
+        means: mean code [class, layer, head, query, key] (NaN for classes without rows).
+        score_norm: `meta["score_norm"]` of the codes (softmax codes are probabilities, others are not).
+        layer_names: model layer of each entry of the layer axis.
+    """
+
+    label: str
+    class_names: list[str]
+    counts: np.ndarray
+    means: np.ndarray
+    score_norm: str | None = None
+    layer_names: list[int] = field(default_factory=list)
+
+
+@_single_threaded
+def class_means(
+    codes: LatentCodes, label: str | None = None, split: str | list[str] | None = None
+) -> ClassMeans:
+    """Mean code of each class of `label` (default `codes.label`), optionally within some split(s).
+
+    Example:
+        >>> import numpy as np
+        >>> lc = LatentCodes(np.arange(4.0).reshape(4, 1, 1, 1, 1), {"rule": np.array([0, 0, 1, 1])},
+        ...                  np.array(["test"] * 4), {"task": "sraven", "n_classes": 3})
+        >>> m = class_means(lc)
+        >>> m.counts.tolist(), m.means.ravel().tolist()[:2]
+        ([2, 2, 0], [0.5, 2.5])
+    """
+    rows = codes.select(split=split) if split is not None else codes
+    name, y, classes, names = _class_labels(rows, label)
+    if y.ndim == 2:
+        member = np.zeros((rows.n, len(classes)), dtype=bool)
+        np.put_along_axis(member, y, True, axis=1)
+    else:
+        member = y[:, None] == classes[None, :]
+    counts = member.sum(axis=0)
+    flat = rows.codes.reshape(rows.n, -1).astype(np.float64)
+    with np.errstate(all="ignore"):
+        means = (member.T.astype(np.float64) @ flat) / counts[:, None]
+    means = means.reshape(len(classes), *rows.codes.shape[1:])
+    return ClassMeans(name, list(names), counts, means, rows.score_norm, rows.layer_names)
+
+
+@dataclass(frozen=True)
+class RuleSimilarity:
+    """Cosine similarity between the mean codes of every pair of classes (paper Fig. 5E).
+
+    Attributes:
+        label: the label grouped by.
+        class_names: names of the classes (rows and columns of `similarity`).
+        similarity: cosine similarity [class, class]; NaN for classes without rows.
+        counts: rows per class.
+        layer: layer group the mean codes span ("all", or a model layer).
+        centered: whether the grand mean code was subtracted before the cosine.
+    """
+
+    label: str
+    class_names: list[str]
+    similarity: np.ndarray
+    counts: np.ndarray
+    layer: str
+    centered: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict."""
+        return _jsonable(asdict(self))
+
+    def most_similar(self, k: int = 3) -> list[tuple[str, str, float]]:
+        """The `k` most similar pairs of distinct classes, most similar first."""
+        upper = np.triu(np.ones_like(self.similarity, dtype=bool), 1) & np.isfinite(self.similarity)
+        pairs = sorted(zip(*np.nonzero(upper), strict=True), key=lambda ij: -self.similarity[ij])
+        return [
+            (self.class_names[i], self.class_names[j], float(self.similarity[i, j])) for i, j in pairs[:k]
+        ]
+
+
+@_single_threaded
+def rule_similarity(
+    codes: LatentCodes,
+    label: str | None = None,
+    layers: str | int = "all",
+    *,
+    split: str | list[str] | None = None,
+    center: bool = False,
+) -> RuleSimilarity:
+    """Cosine similarity between the mean codes of each class (rule) of `label`.
+
+    Args:
+        codes: latent codes.
+        label: label to group by (default `codes.label`; for fuzzy-logic `terms`, rows containing each term).
+        layers: "all" (default), "last", or a position on the layer axis.
+        split: restrict to these split(s) (default: every row).
+        center: subtract the mean code over all rows first (softmax codes are positive, so uncentered cosines
+            are all high; centering shows how each rule departs from the average code).
+
+    Returns:
+        A `RuleSimilarity`.
+    """
+    ((layer, positions),) = (
+        codes.layer_groups(layers) if isinstance(layers, str) else codes.layer_groups([layers])
+    )
+    means = class_means(codes, label, split)
+    flat = means.means[:, positions].reshape(len(means.class_names), -1)
+    if center:
+        rows = codes.select(split=split) if split is not None else codes
+        flat = flat - rows.flat(positions).astype(np.float64).mean(axis=0)
+    norms = np.linalg.norm(flat, axis=1, keepdims=True)
+    with np.errstate(all="ignore"):
+        unit = flat / norms
+    similarity = np.clip(unit @ unit.T, -1.0, 1.0)
+    return RuleSimilarity(means.label, means.class_names, similarity, means.counts, layer, center)
+
+
+@dataclass(frozen=True)
+class TopographicResult:
+    """Spearman correlation between code distances and rule-assignment distances over pairs of rows.
+
+    Attributes:
+        assignment: the label defining rule assignments (`rules` or `terms`).
+        distance: "hamming" (positions that differ) or "symmetric_difference" (size of the set difference).
+        metric: code distance ("euclidean" or "cosine").
+        layers: layer group names.
+        rho: Spearman correlation per layer group (NaN if a distance is constant over the pairs).
+        p_value: per layer group, one-sided permutation p-value (assignments shuffled across rows), or None.
+        n_pairs: pairs of distinct rows used.
+        n_permutations: permutations behind the p-values.
+    """
+
+    assignment: str
+    distance: str
+    metric: str
+    layers: list[str]
+    rho: np.ndarray
+    p_value: np.ndarray | None
+    n_pairs: int
+    n_permutations: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict."""
+        return _jsonable(asdict(self))
+
+
+def _pairs(n: int, n_pairs: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    if n * (n - 1) // 2 <= n_pairs:
+        return np.triu_indices(n, 1)
+    i = rng.integers(n, size=n_pairs)
+    j = rng.integers(n - 1, size=n_pairs)
+    return i, j + (j >= i)
+
+
+def _spearman(ranked_x: np.ndarray, y: np.ndarray) -> float:
+    ranked_y = rankdata(y)
+    if ranked_x.std() == 0 or ranked_y.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(ranked_x, ranked_y)[0, 1])
+
+
+@_single_threaded
+def topographic_similarity(
+    codes: LatentCodes,
+    assignment: str | None = None,
+    layers: LayerChoice = "each+all",
+    *,
+    distance: Literal["hamming", "symmetric_difference"] | None = None,
+    metric: Literal["euclidean", "cosine"] = "euclidean",
+    split: str | list[str] | None = None,
+    n_pairs: int = 20000,
+    n_permutations: int = 0,
+    random_state: int = 0,
+) -> TopographicResult:
+    """Topographic similarity: do rows with similar rule assignments have similar codes?
+
+    Args:
+        codes: latent codes.
+        assignment: label of rule assignments (default: `rules` for SRAVEN, `terms` for fuzzy logic).
+        layers: as in `probes.decode_rules`.
+        distance: assignment distance (default: Hamming between SRAVEN `rules` tuples; for fuzzy logic, the size
+            of the symmetric difference of the term sets).
+        metric: code distance.
+        split: restrict to these split(s) (default: every row).
+        n_pairs: pairs of distinct rows sampled (all pairs when there are fewer).
+        n_permutations: if > 0, shuffle assignments across rows this many times for a one-sided p-value
+            (1 + #{rho_perm >= rho}) / (1 + n_permutations).
+        random_state: seed for the pair sample and the permutations.
+
+    Returns:
+        A `TopographicResult`.
+
+    Raises:
+        ValueError: an unknown assignment label, distance or metric, or fewer than 3 rows.
+    """
+    if metric not in ("euclidean", "cosine"):
+        raise ValueError(f"metric={metric!r}; choose 'euclidean' or 'cosine'")
+    rows = codes.select(split=split) if split is not None else codes
+    if rows.n < 3:
+        raise ValueError(f"split={split!r} selects {rows.n} rows; topographic similarity needs at least 3")
+    fuzzy = codes.task == "fuzzy_logic"
+    assignment = assignment or ("terms" if fuzzy else "rules")
+    values = rows.get_label(assignment).reshape(rows.n, -1)
+    distance = distance or ("symmetric_difference" if fuzzy else "hamming")
+    if distance == "symmetric_difference":
+        if values.dtype.kind not in "iu":
+            raise ValueError(
+                f"assignment={assignment!r} must hold integer class ids for symmetric_difference"
+            )
+        member = np.zeros((rows.n, int(values.max()) + 1), dtype=np.int8)
+        np.put_along_axis(member, values.astype(np.int64), 1, axis=1)
+        values = member
+    elif distance != "hamming":
+        raise ValueError(f"distance={distance!r}; choose 'hamming' or 'symmetric_difference'")
+    rng = np.random.default_rng(random_state)
+    i, j = _pairs(rows.n, n_pairs, rng)
+    rule_distance = (values[i] != values[j]).sum(axis=1)
+    permutations = [rng.permutation(rows.n) for _ in range(n_permutations)]
+    groups = rows.layer_groups(layers)
+    rho = np.full(len(groups), np.nan)
+    p_value = np.full(len(groups), np.nan) if n_permutations else None
+    for g, (_, positions) in enumerate(groups):
+        X = rows.flat(positions).astype(np.float64)
+        if metric == "cosine":
+            X = X / np.where(
+                np.linalg.norm(X, axis=1, keepdims=True) > 0, np.linalg.norm(X, axis=1, keepdims=True), 1
+            )
+        ranked = rankdata(np.linalg.norm(X[i] - X[j], axis=1))
+        rho[g] = _spearman(ranked, rule_distance)
+        if n_permutations and np.isfinite(rho[g]):
+            null = [_spearman(ranked, (values[p[i]] != values[p[j]]).sum(axis=1)) for p in permutations]
+            p_value[g] = (1 + np.sum(np.asarray(null) >= rho[g])) / (1 + n_permutations)
+    return TopographicResult(
+        assignment=assignment,
+        distance=distance,
+        metric=metric,
+        layers=[name for name, _ in groups],
+        rho=rho,
+        p_value=p_value,
+        n_pairs=int(i.size),
+        n_permutations=n_permutations,
+    )

@@ -1,0 +1,55 @@
+"""UMAP and PCA views: shapes, finiteness, row bookkeeping, and (UMAP) repeatability as a neighbourhood property."""
+
+import numpy as np
+import pytest
+from sklearn.neighbors import NearestNeighbors
+
+from probes import embed_codes, subsample
+
+
+def _neighbours(coords, k=10):
+    return NearestNeighbors(n_neighbors=k + 1).fit(coords).kneighbors(coords, return_distance=False)[:, 1:]
+
+
+def test_pca_embedding_shapes_and_rows(sraven):
+    emb = embed_codes(sraven, "pca", layer="all", max_points=500)
+    assert emb.coords.shape == (500, 2) and np.isfinite(emb.coords).all()
+    assert emb.rows.shape == (500,) and np.all(np.diff(emb.rows) > 0)
+    np.testing.assert_array_equal(emb.labels["rule"], sraven.labels["rule"][emb.rows])
+    np.testing.assert_array_equal(emb.split, sraven.split[emb.rows])
+    assert emb.layer == "all" and emb.method == "pca"
+    assert 0 < sum(emb.params["explained_variance_ratio"]) <= 1
+    np.testing.assert_array_equal(
+        embed_codes(sraven, "pca", max_points=500).rows, emb.rows
+    )  # seeded subsample
+
+
+def test_pca_split_and_layer(sraven):
+    emb = embed_codes(sraven, "pca", layer=0, split="ood", max_points=None)
+    assert emb.layer == "0" and set(emb.split) == {"ood"} and emb.n == (sraven.split == "ood").sum()
+
+
+def test_umap_is_finite_separates_planted_rules_and_repeats_its_neighbourhoods(make_sraven):
+    codes = make_sraven(n=400, structure="rule", planted_layers=(0, 1, 2), noise=0.2)
+    first = embed_codes(codes, "umap", layer="last", n_neighbors=10, random_state=0)
+    second = embed_codes(codes, "umap", layer="last", n_neighbors=10, random_state=0)
+    assert first.coords.shape == (400, 2) and np.isfinite(first.coords).all()
+    neighbours = _neighbours(first.coords)
+    purity = (first.labels["rule"][neighbours] == first.labels["rule"][:, None]).mean()
+    assert purity > 0.9  # neighbours in the embedding share the planted rule
+    overlap = np.mean(
+        [len(set(a) & set(b)) / len(a) for a, b in zip(neighbours, _neighbours(second.coords), strict=True)]
+    )
+    assert overlap > 0.8  # the same seed on the same machine gives the same neighbourhoods (not coordinates)
+    assert first.params["n_neighbors"] == 10
+
+
+def test_embed_errors(sraven):
+    with pytest.raises(ValueError, match="method"):
+        embed_codes(sraven, "tsne")
+    with pytest.raises(ValueError, match="init"):
+        embed_codes(sraven, "umap", init="tsne")
+    with pytest.raises(ValueError, match="at least 3"):
+        embed_codes(sraven.select(mask=[0, 1]), "pca")
+    with pytest.raises(ValueError, match="max_points"):
+        subsample(10, 0)

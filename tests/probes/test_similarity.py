@@ -1,0 +1,68 @@
+"""Rule similarity of mean codes (Fig. 5E) and topographic similarity, on planted and random codes."""
+
+import json
+
+import numpy as np
+import pytest
+
+from probes import class_means, rule_similarity, topographic_similarity
+
+
+def test_rules_sharing_a_code_have_cosine_one(make_sraven):
+    # addition (5) and subtraction (6) share one code, as the paper reports (Fig. 5E)
+    codes = make_sraven(structure="rule", planted_layers=(0, 1, 2), tie=(5, 6), noise=0.1)
+    result = rule_similarity(codes)
+    sim = result.similarity
+    assert sim.shape == (8, 8) and result.class_names[5] == "addition"
+    np.testing.assert_allclose(np.diag(sim), 1.0, atol=1e-6)
+    np.testing.assert_allclose(sim, sim.T, atol=1e-12)
+    assert sim[5, 6] > 0.99
+    off = sim[~np.eye(8, dtype=bool)]
+    assert np.sort(off)[-3] < 0.9  # only the tied pair (counted twice) is that close
+    assert result.most_similar(1)[0][:2] == ("addition", "subtraction")
+    json.dumps(result.to_dict(), allow_nan=False)
+
+
+def test_absent_rule_gives_nan_and_center_option(sraven):
+    rows = sraven.select(mask=sraven.labels["rule"] != 7)
+    result = rule_similarity(rows, layers="last", center=True)
+    assert result.counts[7] == 0 and np.isnan(result.similarity[7]).all()
+    assert result.layer == "2" and result.centered
+
+
+def test_class_means_of_set_labels(fuzzy):
+    means = class_means(fuzzy, split="train")
+    assert means.means.shape == (16, 2, 8, 1, 1)
+    terms = fuzzy.labels["terms"][fuzzy.split == "train"]
+    assert means.counts[3] == (terms == 3).any(axis=1).sum()
+    assert means.counts[12:].sum() == 0  # novel terms never occur in train
+
+
+def test_topographic_similarity_planted_vs_random(make_sraven):
+    planted = topographic_similarity(
+        make_sraven(n=600, structure="tuple", noise=0.1), n_permutations=20, n_pairs=5000
+    )
+    assert planted.assignment == "rules" and planted.distance == "hamming"
+    assert planted.layers == ["0", "1", "2", "all"]
+    assert planted.rho[-1] > 0.3 and planted.rho[0] < 0.1  # layer 0 holds noise only
+    assert planted.p_value[-1] == pytest.approx(1 / 21)  # no shuffle reaches the planted correlation
+    random = topographic_similarity(
+        make_sraven(n=600, structure="random", seed=5), layers="all", n_pairs=5000
+    )
+    assert abs(random.rho[0]) < 0.05 and random.p_value is None
+    json.dumps(planted.to_dict(), allow_nan=False)
+
+
+def test_topographic_similarity_fuzzy_uses_term_sets(fuzzy):
+    result = topographic_similarity(fuzzy, layers="all", metric="cosine")
+    assert result.assignment == "terms" and result.distance == "symmetric_difference"
+    assert result.rho[0] > 0.3
+
+
+def test_topographic_all_pairs_when_few_rows_and_errors(sraven):
+    small = sraven.select(mask=np.arange(30))
+    assert topographic_similarity(small, layers="all").n_pairs == 30 * 29 // 2
+    with pytest.raises(ValueError, match="metric"):
+        topographic_similarity(sraven, metric="manhattan")
+    with pytest.raises(ValueError, match="distance"):
+        topographic_similarity(sraven, distance="jaccard")
