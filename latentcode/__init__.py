@@ -1,5 +1,64 @@
-"""latentcode: attention as a hypernetwork, made inspectable."""
+"""latentcode: attention as a hypernetwork, made inspectable.
+
+Train softmax, linear and HYLA transformers on the paper's compositional tasks, extract the latent codes (the
+attention scores across heads of a query-key pair), and hand them to the torch-free `probes` package. This
+module re-exports the public API; nothing else needs importing from private modules.
+"""
 
 from latentcode._version import __version__
+from latentcode.analysis import decode_run, demo, extract_run, figures_run, load_codes, report_runs
+from latentcode.checkpoint import CheckpointError, Run, load_run
+from latentcode.config import (
+    MODEL_PRESETS,
+    TRAIN_PRESETS,
+    VARIANTS,
+    ModelConfig,
+    TrainConfig,
+    model_config,
+    train_config,
+)
+from latentcode.ensemble import can_ensemble, train_ensemble
+from latentcode.extract import LatentCodes, codes_from_patterns, extract_latent_codes
+from latentcode.hypernetwork import hypernetwork_forward, value_network_weights
+from latentcode.model import Transformer, build_model
+from latentcode.tasks import TASKS, Batch, FuzzyLogic, SRaven, Task, get_task, task_from_dict
+from latentcode.train import NonFiniteLossError, evaluate, train
 
-__all__ = ["__version__"]
+__all__ = [
+    "MODEL_PRESETS",
+    "TASKS",
+    "TRAIN_PRESETS",
+    "VARIANTS",
+    "Batch",
+    "CheckpointError",
+    "FuzzyLogic",
+    "LatentCodes",
+    "ModelConfig",
+    "NonFiniteLossError",
+    "Run",
+    "SRaven",
+    "Task",
+    "TrainConfig",
+    "Transformer",
+    "__version__",
+    "build_model",
+    "can_ensemble",
+    "codes_from_patterns",
+    "decode_run",
+    "demo",
+    "evaluate",
+    "extract_latent_codes",
+    "extract_run",
+    "figures_run",
+    "get_task",
+    "hypernetwork_forward",
+    "load_codes",
+    "load_run",
+    "model_config",
+    "report_runs",
+    "task_from_dict",
+    "train",
+    "train_config",
+    "train_ensemble",
+    "value_network_weights",
+]

@@ -1,0 +1,147 @@
+"""Steady-state training throughput of the paper-sized models, beside the authors' JAX code on the same CPU.
+
+One step is what `latentcode.train` does per step: seed, sample a batch on the device, forward, backward, AdamW.
+Warm-up steps are not timed. Prints a markdown table (the one in docs/benchmarks.md) and, with --profile, where
+the time of one model's step goes (torch.profiler). Not a test: nothing here asserts a timing.
+
+    python bench/train_throughput.py                      # every non-MoE variant, both tasks
+    python bench/train_throughput.py --moe --seconds 10   # MoE variants too, longer timing windows
+    python bench/train_throughput.py --profile sraven hyla
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+
+import torch
+
+from latentcode.config import VARIANTS, model_config, train_config
+from latentcode.model import Transformer
+from latentcode.tasks import get_task
+from latentcode.train import build_optimizer, lr_at, make_train_step, step_seeds
+
+JAX_REFERENCE = {  # steps/s of the authors' JAX code on this 2-core CPU, batch 128
+    ("sraven", "softmax"): 4.9, ("sraven", "linear"): 6.3, ("sraven", "hyla"): 3.3,
+    ("fuzzy_logic", "softmax"): 35.0, ("fuzzy_logic", "linear"): 41.0, ("fuzzy_logic", "hyla"): 27.0,
+}
+MOE = tuple(v for v in VARIANTS if v.endswith("+moe"))
+
+
+def setup(task_name: str, variant: str, batch_size: int, device: torch.device):
+    task = get_task(task_name)  # paper defaults (fuzzy logic: seq_len 16)
+    cfg = train_config(task_name, "paper", batch_size=batch_size)
+    torch.manual_seed(0)
+    model = Transformer(model_config(task, variant, "paper")).to(device).train()
+    optimizer = build_optimizer(model, cfg, device)
+    return task, cfg, model, make_train_step(model, task, optimizer, cfg, device)
+
+
+def measure(task_name: str, variant: str, *, batch_size: int, warmup: int, seconds: float,
+            device: torch.device) -> dict:
+    task, cfg, model, step_fn = setup(task_name, variant, batch_size, device)
+    sample_s = 0.0
+
+    def one(step: int) -> None:
+        nonlocal sample_s
+        t0 = time.perf_counter()
+        data_seed, dropout_seed = step_seeds(cfg.seed, 0, step)
+        torch.manual_seed(dropout_seed)
+        batch = task.sample(batch_size, "train", seed=data_seed, device=device)
+        sample_s += time.perf_counter() - t0
+        step_fn(batch, lr_at(min(step, cfg.steps), cfg))
+
+    for step in range(1, warmup + 1):
+        one(step)
+    sample_s, steps = 0.0, 0
+    start, cpu_start = time.perf_counter(), time.process_time()
+    while time.perf_counter() - start < seconds or steps < 3:
+        steps += 1
+        one(warmup + steps)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    return {
+        "task": task_name, "variant": variant, "params": sum(p.numel() for p in model.parameters()),
+        "steps_per_s": steps / elapsed, "sample_ms": 1000 * sample_s / steps,
+        "step_ms": 1000 * elapsed / steps, "cpu_utilization": cpu / elapsed, "steps_per_cpu_s": steps / cpu,
+    }
+
+
+def table(rows: list[dict]) -> str:
+    """Markdown table. 'CPU use' is process CPU time / wall time: about the thread count on a quiet machine,
+    lower when other jobs take the cores. With one thread, steps per CPU-second estimates the speed the code
+    has alone on a core even on a busy machine."""
+    lines = ["| task | variant | parameters | steps/s | steps per CPU-s | JAX steps/s | ratio | ratio per CPU-s | "
+             "ms/step (sampling) | CPU use |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        ref = JAX_REFERENCE.get((r["task"], r["variant"]))
+        ratio = f"{r['steps_per_s'] / ref:.2f}×" if ref else "—"
+        ratio_cpu = f"{r['steps_per_cpu_s'] / ref:.2f}×" if ref else "—"
+        lines.append(f"| {r['task']} | {r['variant']} | {r['params']:,} | {r['steps_per_s']:.1f} | "
+                     f"{r['steps_per_cpu_s']:.1f} | {ref if ref else '—'} | {ratio} | {ratio_cpu} | "
+                     f"{r['step_ms']:.0f} ({r['sample_ms']:.1f}) | {r['cpu_utilization']:.2f} |")
+    return "\n".join(lines)
+
+
+def profile(task_name: str, variant: str, batch_size: int, device: torch.device) -> None:
+    from torch.profiler import ProfilerActivity, record_function
+    from torch.profiler import profile as torch_profile
+
+    task, cfg, model, _ = setup(task_name, variant, batch_size, device)
+    optimizer = build_optimizer(model, cfg, device)
+    for step in range(1, 4):
+        batch = task.sample(batch_size, "train", seed=step, device=device)
+        task.loss(model(batch.x), batch).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        for step in range(4, 14):
+            with record_function("1 sample"):
+                batch = task.sample(batch_size, "train", seed=step, device=device)
+            with record_function("2 forward+loss"):
+                loss = task.loss(model(batch.x), batch)
+            with record_function("3 backward"):
+                loss.backward()
+            with record_function("4 optimizer"):
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+    print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=30))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", nargs="+", default=["sraven", "fuzzy_logic"])
+    parser.add_argument("--variants", nargs="+", default=[v for v in VARIANTS if v not in MOE])
+    parser.add_argument("--moe", action="store_true", help="add the mixture-of-experts variants")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--warmup", type=int, default=5, help="untimed steps first")
+    parser.add_argument("--seconds", type=float, default=6.0, help="timed window per row")
+    parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--profile", nargs=2, metavar=("TASK", "VARIANT"), help="profile one model instead")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    if args.profile:
+        profile(*args.profile, args.batch_size, device)
+        return
+    variants = list(args.variants) + (list(MOE) if args.moe else [])
+    rows = []
+    for task_name in args.tasks:
+        for variant in variants:
+            rows.append(measure(task_name, variant, batch_size=args.batch_size, warmup=args.warmup,
+                                seconds=args.seconds, device=device))
+            r = rows[-1]
+            print(f"# {task_name} {variant}: {r['steps_per_s']:.2f} steps/s", flush=True)
+    print(f"\nMachine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, torch "
+          f"{torch.__version__}, {torch.get_num_threads()} threads, device {device}, batch {args.batch_size}, "
+          f"load average {os.getloadavg()[0]:.1f} at the end\n")
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()

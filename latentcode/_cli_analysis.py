@@ -1,0 +1,242 @@
+"""The analysis subcommands of `latentcode`: `extract`, `decode`, `figures`, `report` and `demo`.
+
+Each is a pair (adds its parser, runs it) in `COMMANDS`, which `latentcode/cli.py` appends to its own; the work
+is one call into `latentcode.analysis`. Errors are raised (ValueError, FileNotFoundError) for the CLI's `main`
+to print as one `error: ...` line with exit code 2. Nothing here computes anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from latentcode.extract import POSITIONS
+
+__all__ = ["COMMANDS"]
+
+
+def _echo(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+
+
+def _subparser(subparsers: Any, name: str, *, help: str, description: str, example: str) -> argparse.ArgumentParser:
+    """A subcommand parser whose --help ends with an example invocation."""
+    return subparsers.add_parser(
+        name,
+        help=help,
+        description=description,
+        epilog=f"example:\n  {example}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+
+
+def _csv(text: str) -> list[str]:
+    items = [part.strip() for part in text.split(",") if part.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError(f"{text!r} names nothing; give comma-separated names")
+    return items
+
+
+def _add_positions(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--positions", default="paper", choices=POSITIONS,
+                        help="which codes: paper (spec §4.1) or all_features (SRAVEN, one row per feature; "
+                             "default: paper)")
+
+
+def _add_progress(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="progress bars (default: only on a terminal)")
+
+
+# ----------------------------------------------------------------------------------------------------- extract
+def _add_extract_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = _subparser(
+        subparsers,
+        "extract",
+        help="extract a run's latent codes (attention patterns at the analysed positions)",
+        description="Run a trained model on fresh instances of its splits and save its latent codes (the "
+        "normalized attention scores, hook_pattern) at the analysed query/key positions, with the ground-truth "
+        "labels, to RUN/codes/<positions>.npz + .json. SRAVEN instances are drawn unpermuted, as in the paper.",
+        example="latentcode extract runs/demo/hyla --splits train,test,ood --n 2048 --positions all_features",
+    )
+    parser.add_argument("run", metavar="RUN", type=Path, help="run directory")
+    parser.add_argument("--splits", type=_csv, default=["train", "test", "ood"],
+                        help="comma-separated splits (default: train,test,ood)")
+    parser.add_argument("--n", type=int, default=2048, help="instances per split (default: 2048)")
+    _add_positions(parser)
+    parser.add_argument("--batch-size", type=int, default=512, help="instances per forward pass (default: 512)")
+    parser.add_argument("--device", default="cpu", help="device for the model (default: cpu)")
+    parser.add_argument("--seed", type=int, default=0, help="batch seed (default: 0)")
+    _add_progress(parser)
+    return parser
+
+
+def _cmd_extract(args: argparse.Namespace) -> int:
+    from latentcode.analysis import extract_run
+    from latentcode.extract import LatentCodes
+
+    path = extract_run(args.run, splits=args.splits, n=args.n, positions=args.positions,
+                       batch_size=args.batch_size, device=args.device, seed=args.seed, progress=args.progress)
+    codes = LatentCodes.load(path)
+    counts = ", ".join(f"{s} {int((codes.split == s).sum())}" for s in codes.splits)
+    _echo(f"codes: {path} {list(codes.codes.shape)} ({counts}); labels: {', '.join(sorted(codes.labels))}")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------------ decode
+def _add_decode_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = _subparser(
+        subparsers,
+        "decode",
+        help="decode rules (or terms) from a run's codes with linear probes, per layer",
+        description="Fit a linear probe (standardize + logistic regression) on the train-split codes of each layer "
+        "(and of all layers together) and score it on the other splits, beside uniform chance and the "
+        "majority-class rate. Prints a table and writes RUN/codes/<positions>.decode.json. Needs "
+        "`latentcode extract RUN` first.",
+        example="latentcode decode runs/demo/hyla --positions paper",
+    )
+    parser.add_argument("run", metavar="RUN", type=Path, help="run directory")
+    _add_positions(parser)
+    parser.add_argument("--label", help="label to decode (default: rule for SRAVEN, terms for fuzzy logic)")
+    _add_progress(parser)
+    return parser
+
+
+def _cmd_decode(args: argparse.Namespace) -> int:
+    from latentcode.analysis import decode_run
+
+    result, path = decode_run(args.run, positions=args.positions, label=args.label, progress=args.progress)
+    _echo(result.table())
+    _echo(f"\nwritten: {path}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------------- figures
+def _add_figures_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = _subparser(
+        subparsers,
+        "figures",
+        help="draw a run's figures (decoding, similarity, code heatmaps, UMAP, training curves)",
+        description="Draw the figures of one run into RUN/figures/: training curves, decoding accuracy per layer "
+        "with chance and majority lines, rule-by-rule similarity of mean codes, mean code heatmaps and a "
+        "2-D embedding of the last layer's codes. png/svg/pdf come from matplotlib, html from plotly "
+        "(self-contained). Needs `latentcode extract RUN` first.",
+        example="latentcode figures runs/demo/hyla --format png,html",
+    )
+    parser.add_argument("run", metavar="RUN", type=Path, help="run directory")
+    _add_positions(parser)
+    parser.add_argument("--format", dest="formats", type=_csv, default=["png", "html"],
+                        help="comma-separated: png, svg, pdf, html (default: png,html)")
+    parser.add_argument("--embed", choices=("umap", "pca"), default="umap", help="embedding (default: umap)")
+    _add_progress(parser)
+    return parser
+
+
+def _cmd_figures(args: argparse.Namespace) -> int:
+    from latentcode.analysis import figures_run
+
+    written = figures_run(args.run, positions=args.positions, formats=args.formats, embed_method=args.embed,
+                          progress=args.progress)
+    _echo(f"{len(written)} files in {args.run / 'figures'}:")
+    for path in written:
+        _echo(f"  {path.name}")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------------ report
+def _add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = _subparser(
+        subparsers,
+        "report",
+        help="run every probe on one or more runs and write report.html + summary.json",
+        description="Decode, cluster, compare rules, embed and plot the codes of each run and write one "
+        "self-contained report.html (works offline) and summary.json, with the runs side by side. Runs "
+        "without codes get a note saying how to make them.",
+        example="latentcode report runs/demo/softmax runs/demo/linear runs/demo/hyla --out runs/demo",
+    )
+    parser.add_argument("runs", metavar="RUN", type=Path, nargs="+", help="run directories")
+    parser.add_argument("--out", type=Path, metavar="DIR",
+                        help="output folder (default: the run for one run, else the runs' common parent)")
+    _add_positions(parser)
+    parser.add_argument("--title", help="page title")
+    parser.add_argument("--embed", choices=("umap", "pca"), default="umap", help="embedding (default: umap)")
+    _add_progress(parser)
+    return parser
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from latentcode.analysis import report_runs
+
+    path = report_runs(args.runs, args.out, positions=args.positions, title=args.title, embed_method=args.embed,
+                       progress=args.progress)
+    _echo(f"report: {path}")
+    _echo(f"summary: {path.with_name('summary.json')}")
+    return 0
+
+
+# -------------------------------------------------------------------------------------------------------- demo
+def _add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
+    from latentcode.analysis import DEMO_SETTINGS
+
+    parser = _subparser(
+        subparsers,
+        "demo",
+        help="train small softmax, linear and HYLA models on CPU, probe their codes, write a report",
+        description="The whole pipeline in minutes on a laptop CPU: train small softmax, linear and HYLA "
+        f"transformers on {DEMO_SETTINGS['task']} ({DEMO_SETTINGS['preset']} preset, {DEMO_SETTINGS['steps']} "
+        "steps each), extract their latent codes, run every probe, write report.html, and print a comparison "
+        "of task accuracy and rule decoding from the last layer's OOD codes. Finished runs in --out are reused.",
+        example="latentcode demo --out runs/demo",
+    )
+    parser.add_argument("--out", type=Path, default=Path("runs/demo"), metavar="DIR",
+                        help="folder for the runs and the report (default: runs/demo)")
+    parser.add_argument("--steps", type=int, default=DEMO_SETTINGS["steps"],
+                        help=f"training steps per model (default: {DEMO_SETTINGS['steps']})")
+    parser.add_argument("--variants", type=_csv, default=["softmax", "linear", "hyla"],
+                        help="comma-separated variants (default: softmax,linear,hyla)")
+    parser.add_argument("--preset", default=DEMO_SETTINGS["preset"], choices=("tiny", "small", "paper"),
+                        help=f"model preset (default: {DEMO_SETTINGS['preset']}; tiny is a seconds-long smoke test)")
+    parser.add_argument("--n", type=int, default=DEMO_SETTINGS["n_codes"],
+                        help=f"instances per split whose codes are probed (default: {DEMO_SETTINGS['n_codes']})")
+    parser.add_argument("--embed", choices=("umap", "pca"), default="umap", help="embedding (default: umap)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of split, initialisation and data (default: 0)")
+    parser.add_argument("--device", default="cpu", help="device (default: cpu)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (default: 1; these small models gain little from more, and on a "
+                             "busy machine extra threads spin against other jobs)")
+    parser.add_argument("--force", action="store_true", help="retrain runs that already exist in --out")
+    _add_progress(parser)
+    return parser
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from latentcode.analysis import demo
+
+    if args.steps <= 0 or args.n <= 0:
+        raise ValueError(f"--steps={args.steps} and --n={args.n} must be positive integers")
+    result = demo(args.out, variants=args.variants, preset=args.preset, steps=args.steps, n_codes=args.n,
+                  seed=args.seed, device=args.device, embed_method=args.embed, threads=args.threads,
+                  force=args.force, progress=args.progress)
+    _echo(result.table())
+    chance = next((row["chance"] for row in result.rows if row.get("chance") is not None), None)
+    if chance is not None:
+        _echo(f"decode: a linear probe fit on train-split codes of the last layer ({result.positions} positions), "
+              f"scored on held-out (OOD) compositions; majority = the train-majority class's rate on those rows; "
+              f"uniform chance {chance:.3f}")
+    _echo(f"report: {result.report}")
+    _echo(f"done in {result.seconds:.0f} s")
+    return 0
+
+
+COMMANDS: list[tuple[Callable[[Any], argparse.ArgumentParser], Callable[[argparse.Namespace], int]]] = [
+    (_add_extract_parser, _cmd_extract),
+    (_add_decode_parser, _cmd_decode),
+    (_add_figures_parser, _cmd_figures),
+    (_add_report_parser, _cmd_report),
+    (_add_demo_parser, _cmd_demo),
+]
+"""The analysis subcommands: (adds its parser, runs it), for `latentcode/cli.py` to append to its own."""

@@ -1,0 +1,488 @@
+"""The `latentcode` command: a thin shell over the library (`train`, `eval`, `info`, `sweep`).
+
+Each subcommand is a pair `_add_<name>_parser(subparsers)` + `_cmd_<name>(args) -> int`, listed once in
+`COMMANDS`; a new subcommand is one more pair and one more entry. Options of the form `--model.KEY=VALUE`,
+`--task.KEY=VALUE` and `--train.KEY=VALUE` override config fields. User errors print one `error: ...` line on
+stderr and exit with code 2. No training, model or probe logic lives here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import re
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+from safetensors import SafetensorError
+
+from latentcode import distributed
+from latentcode._version import __version__
+from latentcode.checkpoint import Run, load_run
+from latentcode.config import TRAIN_PRESETS, VARIANTS, ModelConfig, TrainConfig, model_config, train_config
+from latentcode.constants import CONFIG_FILE
+from latentcode.model import Transformer
+from latentcode.tasks import TASKS, get_task
+from latentcode.train import NonFiniteLossError, evaluate, train
+
+PRESETS = ("tiny", "small", "paper")
+SECTIONS = ("model", "task", "train")
+USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, SafetensorError, yaml.YAMLError)
+"""Exceptions shown as one `error: ...` line with exit code 2 (NonFiniteLossError exits with 1)."""
+_OVERRIDE = re.compile(r"^--(model|task|train)\.([A-Za-z_]\w*)(?:=(.*))?$", re.DOTALL)
+
+
+# --------------------------------------------------------------------------------------------- overrides
+def parse_value(text: str) -> Any:
+    """A command-line value: JSON where it parses (numbers, lists, quoted strings), true/false/none, else the
+    string itself.
+
+    >>> parse_value("3e-3"), parse_value("4"), parse_value("true"), parse_value("relu"), parse_value("[0.9, 0.99]")
+    (0.003, 4, True, 'relu', [0.9, 0.99])
+    """
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def split_overrides(argv: list[str]) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """Pull `--model.KEY=VALUE` (or `--model.KEY VALUE`) options out of `argv`.
+
+    Returns:
+        (the remaining arguments, {"model": {...}, "task": {...}, "train": {...}}).
+
+    Raises:
+        ValueError: an option without a value, or one given twice.
+    """
+    rest: list[str] = []
+    found: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            rest.extend(argv[i:])
+            break
+        match = _OVERRIDE.match(token)
+        if not match:
+            rest.append(token)
+            i += 1
+            continue
+        section, key, value = match.groups()
+        if value is None:
+            if i + 1 >= len(argv):
+                raise ValueError(f"{token} needs a value: {token}=VALUE")
+            value = argv[i + 1]
+            i += 1
+        if key in found[section]:
+            raise ValueError(f"--{section}.{key} is given twice")
+        found[section][key] = parse_value(value)
+        i += 1
+    return rest, found
+
+
+def _check_keys(section: str, given: dict[str, Any], valid: set[str]) -> None:
+    unknown = sorted(set(given) - valid)
+    if unknown:
+        names = ", ".join(f"--{section}.{k}" for k in unknown)
+        raise ValueError(f"unknown option(s) {names}; valid --{section}.KEY keys: {', '.join(sorted(valid))}")
+
+
+def _coerce(cls: type, values: dict[str, Any]) -> dict[str, Any]:
+    """Ints become floats and lists tuples where the dataclass default says so."""
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    out = {}
+    for key, value in values.items():
+        default = defaults.get(key)
+        if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        elif isinstance(default, tuple) and isinstance(value, list):
+            value = tuple(value)
+        out[key] = value
+    return out
+
+
+def _task_config_class(name: str) -> type | None:
+    """The dataclass holding a task's parameters (its `config`), if it has one."""
+    config = getattr(get_task(name), "config", None)
+    return type(config) if config is not None and dataclasses.is_dataclass(config) else None
+
+
+def _field_names(cls: type) -> str:
+    return ", ".join(f.name for f in dataclasses.fields(cls))
+
+
+def build_task(name: str, params: dict[str, Any]) -> Any:
+    """A task by name with `--task.*` overrides (unknown keys rejected with the valid list)."""
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(sorted(TASKS))}")
+    config_cls = _task_config_class(name)
+    if config_cls is not None:
+        _check_keys("task", params, {f.name for f in dataclasses.fields(config_cls)})
+        params = _coerce(config_cls, params)
+    with _typed("task"):
+        return get_task(name, **params)
+
+
+def build_model_config(task: Any, variant: str, preset: str, params: dict[str, Any]) -> ModelConfig:
+    """`model_config` with `--model.*` overrides (unknown keys rejected with the valid list)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; valid variants: {', '.join(VARIANTS)}")
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
+    _check_keys("model", params, {f.name for f in dataclasses.fields(ModelConfig)} | {"width"})
+    with _typed("model"):
+        return model_config(task, variant, preset, **_coerce(ModelConfig, params))
+
+
+def build_train_config(task: str, preset: str, flags: dict[str, Any], params: dict[str, Any]) -> TrainConfig:
+    """`train_config` with the command's flags (`--steps`, `--seed`, ...) and `--train.*` overrides.
+
+    When `--steps` shortens a run below the preset's warm-up, the warm-up keeps its share of the run.
+    """
+    _check_keys("train", params, {f.name for f in dataclasses.fields(TrainConfig)})
+    for key, value in flags.items():
+        if key in params and params[key] != value:
+            raise ValueError(f"--{key.replace('_', '-')}={value} and --train.{key}={params[key]} disagree")
+    merged = _coerce(TrainConfig, {**flags, **params})
+    if "steps" in merged and "warmup" not in merged and task in TRAIN_PRESETS and preset in TRAIN_PRESETS[task]:
+        base = {**{f.name: f.default for f in dataclasses.fields(TrainConfig)}, **TRAIN_PRESETS[task][preset]}
+        if base["warmup"] >= merged["steps"]:
+            merged["warmup"] = int(merged["steps"] * base["warmup"] / base["steps"])
+    with _typed("train"):
+        return train_config(task, preset, **merged)
+
+
+@contextlib.contextmanager
+def _typed(section: str) -> Iterator[None]:
+    """A value of the wrong type (`--train.lr=fast`) is a user error too: TypeError becomes ValueError."""
+    try:
+        yield
+    except TypeError as e:
+        raise ValueError(f"a --{section}.* value has the wrong type ({' '.join(str(e).split()[:40])})") from e
+
+
+# ----------------------------------------------------------------------------------------------- printing
+def _format_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    def cell(value: Any) -> str:
+        return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+    cells = [[cell(r.get(c, "")) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _metrics_table(results: dict[str, dict[str, float]]) -> str:
+    columns = ["split"] + list(dict.fromkeys(k for m in results.values() for k in m))
+    return _format_table([{"split": s, **m} for s, m in results.items()], columns)
+
+
+def _final_metrics(run: Run) -> dict[str, dict[str, float]]:
+    results = {}
+    for split in ("test", "ood"):
+        record = run.eval_metrics(split)
+        if record is not None:
+            results[split] = {k: v for k, v in record.items() if k not in ("step", "split")}
+    return results
+
+
+def _describe_model(model: Transformer) -> str:
+    n_params = sum(p.numel() for p in model.parameters())
+    hooks = sorted(model.hook_dict)
+    return "\n".join([f"parameters: {n_params:,}", f"hooks ({len(hooks)}):", *(f"  {h}" for h in hooks)])
+
+
+def _task_summary(task_dict: dict[str, Any]) -> dict[str, Any]:
+    """The task's saved dict with its composition lists replaced by their lengths (they can be long)."""
+    summary = {k: v for k, v in task_dict.items() if k != "compositions"}
+    if "compositions" in task_dict:
+        summary["compositions"] = {s: f"{len(v)} compositions" for s, v in task_dict["compositions"].items()}
+    return summary
+
+
+# ------------------------------------------------------------------------------------------------- train
+def _add_train_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = _subparser(
+        subparsers,
+        "train",
+        help="train one model on a task and write a run directory",
+        description="Train one model on a task. Writes config.json, model.safetensors, a resumable checkpoint and "
+        "metrics.jsonl to the run directory. Under `torchrun --nproc-per-node N -m latentcode train ...` one "
+        "model trains with DDP (the global batch split across the processes).",
+        epilog="config overrides (any number):\n" + "\n".join(
+            _wrap(f"{option:<20}{text}", indent=22)
+            for option, text in (
+                ("--model.KEY=VALUE", f"ModelConfig fields: {_field_names(ModelConfig)}, width (SRAVEN)"),
+                ("--task.KEY=VALUE", "the task's parameters (see `latentcode info TASK`)"),
+                ("--train.KEY=VALUE", f"TrainConfig fields: {_field_names(TrainConfig)}"),
+            )
+        ),
+        example="latentcode train sraven --model hyla --preset small --seed 1 --train.lr=3e-3",
+    )
+    parser.add_argument("task", metavar="TASK", help=f"task: {', '.join(sorted(TASKS))}")
+    parser.add_argument("--model", required=True, metavar="VARIANT", help=f"variant: {', '.join(VARIANTS)}")
+    parser.add_argument("--preset", default="paper", metavar="PRESET",
+                        help=f"model and training sizes: {', '.join(PRESETS)} (default: paper)")
+    parser.add_argument("--steps", type=int, help="training steps (the learning-rate schedule spans them)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the split (task.seed), initialisation, data and dropout (default: 0)")
+    parser.add_argument("--device", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
+    parser.add_argument("--compile", action="store_true", default=None, help="torch.compile the step (CUDA)")
+    parser.add_argument("--checkpoint-every", type=int, metavar="N", help="steps between checkpoints")
+    parser.add_argument("--out", type=Path, metavar="DIR",
+                        help="run directory (default: runs/TASK-VARIANT-PRESET-sSEED)")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    parser.add_argument("--force", action="store_true", help="delete the run in --out and start over")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="progress bar (default: only on a terminal)")
+    parser.set_defaults(accepts_overrides=True)
+    return parser
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    task_params = dict(args.overrides["task"])
+    task_params.setdefault("seed", args.seed)
+    task = build_task(args.task, task_params)
+    mcfg = build_model_config(task, args.model, args.preset, args.overrides["model"])
+    flags = {"steps": args.steps, "seed": args.seed, "device": args.device, "compile": args.compile,
+             "checkpoint_every": args.checkpoint_every}
+    tcfg = build_train_config(args.task, args.preset, {k: v for k, v in flags.items() if v is not None},
+                              args.overrides["train"])
+    out = args.out or Path("runs") / f"{args.task}-{args.model}-{args.preset}-s{args.seed}"
+    run = _with_tqdm_logging(lambda: train(mcfg, task, tcfg, out, resume=args.resume, force=args.force,
+                                           progress=args.progress))
+    if distributed.env_info().is_main:
+        print(f"run: {run.path} (step {run.step}, checkpoint {run.checkpoint_hash})")
+        results = _final_metrics(run)
+        if results:
+            print(_metrics_table(results))
+    return 0
+
+
+def _with_tqdm_logging(fn: Callable[[], Any]) -> Any:
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    with logging_redirect_tqdm():
+        return fn()
+
+
+# -------------------------------------------------------------------------------------------------- eval
+def _add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = _subparser(
+        subparsers,
+        "eval",
+        help="evaluate a trained run on its test and ood splits",
+        description="Load a run directory and evaluate its model on fixed samples of its splits: the same "
+        "instances its training evaluations used (same seed and sample count).",
+        example="latentcode eval runs/sraven-hyla-small-s0 --splits test ood",
+    )
+    parser.add_argument("run", metavar="RUN", type=Path, help="run directory")
+    parser.add_argument("--splits", nargs="+", default=["test", "ood"], help="splits (default: test ood)")
+    parser.add_argument("--samples", type=int, help="instances per split (default: the run's eval_samples)")
+    parser.add_argument("--device", default="cpu", help="device for the model (default: cpu)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    return parser
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from latentcode.train import resolve_device
+
+    run = load_run(args.run, device=resolve_device(args.device))
+    bad = [s for s in args.splits if s not in run.task.splits]
+    if bad:
+        raise ValueError(f"unknown split(s) {bad}; {run.task.name} has {', '.join(run.task.splits)}")
+    cfg = run.config.train
+    n_samples = args.samples or cfg.eval_samples
+    if n_samples <= 0:
+        raise ValueError(f"--samples={n_samples} must be positive")
+    results = evaluate(run.model, run.task, splits=tuple(args.splits), n_samples=n_samples, seed=cfg.seed)
+    if args.json:
+        print(json.dumps({"run": str(run.path), "step": run.step, "results": results}, indent=2))
+    else:
+        print(f"run: {run.path} (step {run.step}, checkpoint {run.checkpoint_hash}, {n_samples} per split)")
+        print(_metrics_table(results))
+    return 0
+
+
+# -------------------------------------------------------------------------------------------------- info
+def _add_info_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = _subparser(
+        subparsers,
+        "info",
+        help="show the config, parameter count and hook names of a run or of a task's preset model",
+        description="For a run directory: its configs, parameter count and hook names. For a task name: the "
+        "model and training configs that `latentcode train` would use, with --model.*/--task.*/--train.* "
+        "overrides applied.",
+        example="latentcode info sraven --model hyla --preset paper",
+    )
+    parser.add_argument("target", metavar="RUN|TASK", help="a run directory or a task name")
+    parser.add_argument("--model", default="hyla", metavar="VARIANT", help="variant for a task (default: hyla)")
+    parser.add_argument("--preset", default="paper", metavar="PRESET", help="preset for a task (default: paper)")
+    parser.set_defaults(accepts_overrides=True)
+    return parser
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    path = Path(args.target)
+    if args.target not in TASKS and (path.is_dir() or path.exists()):
+        if any(args.overrides.values()):
+            raise ValueError("--model.*/--task.*/--train.* overrides apply to a task name, not to a run")
+        run = load_run(path)
+        data = run.config.to_dict()
+        data["task"] = _task_summary(data["task"])
+        print(f"run: {run.path} (step {run.step} of {run.config.train.steps}, checkpoint {run.checkpoint_hash})")
+        print(json.dumps(data, indent=2))
+        print(_describe_model(run.model))
+        return 0
+    if args.target not in TASKS:
+        raise ValueError(
+            f"{args.target!r} is neither a run directory (no {path / CONFIG_FILE}) nor a task; valid tasks: "
+            f"{', '.join(sorted(TASKS))}"
+        )
+    task = build_task(args.target, args.overrides["task"])
+    mcfg = build_model_config(task, args.model, args.preset, args.overrides["model"])
+    tcfg = build_train_config(args.target, args.preset, {}, args.overrides["train"])
+    print(json.dumps({"model": mcfg.to_dict(), "task": _task_summary(task.to_dict()), "train": tcfg.to_dict()},
+                     indent=2))
+    print(_describe_model(Transformer(mcfg)))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------- sweep
+def _add_sweep_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = _subparser(
+        subparsers,
+        "sweep",
+        help="train every point of a YAML grid (one run directory each), skipping finished runs",
+        description="Expand a YAML grid (format: `python -c 'import latentcode.sweep; "
+        "help(latentcode.sweep)'`) into one run directory per point and train them, K at a time locally or "
+        "through submitit (Slurm, or local processes). Finished runs are skipped and interrupted ones resumed, "
+        "so running a sweep again completes it.",
+        example="latentcode sweep grids/ablation.yaml --jobs 2",
+    )
+    parser.add_argument("grid", metavar="GRID.yaml", type=Path, help="the grid file")
+    parser.add_argument("--jobs", type=int, default=1, metavar="K", help="runs at a time (default: 1)")
+    parser.add_argument("--launcher", choices=("local", "submitit"), default="local",
+                        help="local subprocesses or submitit's AutoExecutor (default: local)")
+    parser.add_argument("--cluster", help="submitit cluster: slurm, local or debug (default: auto-detect)")
+    parser.add_argument("--dry-run", action="store_true", help="list the runs and their status, train nothing")
+    return parser
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from latentcode.sweep import load_grid, run_sweep
+
+    grid = load_grid(args.grid)
+    results = run_sweep(grid, jobs=args.jobs, launcher=args.launcher, dry_run=args.dry_run, cluster=args.cluster)
+    rows = [{"run": r.point.name, "status": r.status, "dir": str(r.point.out_dir)} for r in results]
+    print(_format_table(rows, ["run", "status", "dir"]))
+    failed = [r for r in results if r.status == "failed"]
+    for r in failed:
+        print(f"failed: {r.point.name} (exit code {r.returncode}); log: {r.log}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+# --------------------------------------------------------------------------------------------------- main
+COMMANDS: list[tuple[Callable[[Any], argparse.ArgumentParser], Callable[[argparse.Namespace], int]]] = [
+    (_add_train_parser, _cmd_train),
+    (_add_eval_parser, _cmd_eval),
+    (_add_info_parser, _cmd_info),
+    (_add_sweep_parser, _cmd_sweep),
+]
+"""Every subcommand: (adds its parser, runs it). Append a pair to add one."""
+
+
+def _wrap(text: str, indent: int = 0) -> str:
+    return textwrap.fill(text, width=100, initial_indent="  ", subsequent_indent=" " * indent)
+
+
+def _subparser(subparsers: Any, name: str, *, help: str, description: str, example: str,
+               epilog: str = "") -> argparse.ArgumentParser:
+    """A subcommand parser whose --help ends with an example invocation."""
+    return subparsers.add_parser(
+        name,
+        help=help,
+        description=textwrap.fill(description, width=100),
+        epilog=f"{epilog}\n\nexample:\n  {example}" if epilog else f"example:\n  {example}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of `latentcode` with every subcommand of `COMMANDS`."""
+    parser = argparse.ArgumentParser(
+        prog="latentcode",
+        description="Train softmax, linear and HYLA transformers on compositional tasks and read their latent "
+        "codes.",
+        epilog="example:\n  latentcode train fuzzy_logic --model hyla --preset tiny",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    parser.add_argument("--version", action="version", version=f"latentcode {__version__}")
+    verbosity = parser.add_mutually_exclusive_group()
+    verbosity.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    verbosity.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    from latentcode._cli_analysis import COMMANDS as ANALYSIS_COMMANDS  # it builds on this module's helpers
+
+    for add_parser, command in [*COMMANDS, *ANALYSIS_COMMANDS]:
+        add_parser(subparsers).set_defaults(func=command)
+    return parser
+
+
+def _error(message: object) -> None:
+    print(f"error: {' '.join(str(message).split())}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit code (2 for user errors, 130 after Ctrl-C)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        argv, overrides = split_overrides(argv)
+    except ValueError as e:
+        _error(e)
+        return 2
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse: --help, --version, or a usage error (already printed)
+        return e.code if isinstance(e.code, int) else 0
+    args.overrides = overrides
+    if any(overrides.values()) and not getattr(args, "accepts_overrides", False):
+        given = [f"--{s}.{k}" for s in SECTIONS for k in overrides[s]]
+        _error(f"`latentcode {args.command}` takes no config overrides ({', '.join(given)})")
+        return 2
+    level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
+    if not distributed.env_info().is_main:  # under torchrun, rank 0 tells the story
+        level = max(level, logging.WARNING)
+    logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
+    try:
+        return args.func(args)
+    except NonFiniteLossError as e:
+        _error(e)
+        return 1
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
+    except BrokenPipeError:  # `latentcode ... | head`: the reader left; exit quietly (Python docs' recipe)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except USER_ERRORS as e:
+        _error(e)
+        return 2

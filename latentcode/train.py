@@ -1,0 +1,599 @@
+"""The training loop: online batches, AdamW with warm-up + cosine decay, periodic evaluation, resumable runs.
+
+`train()` knows nothing about attention: it needs a `ModelConfig`, a task (batches, loss, metrics) and a
+`TrainConfig`, and one step returns a `StepOutput`. It runs in one process, or under `torchrun` as DDP (one
+model, the global batch split across processes). The run-directory format lives in `checkpoint.py`, the command
+line in `cli.py`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import signal
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel
+from tqdm.auto import tqdm
+
+from latentcode import distributed
+from latentcode.checkpoint import (
+    Run,
+    RunConfig,
+    TrainState,
+    append_metrics,
+    capture_rng,
+    file_hash,
+    load_checkpoint,
+    read_metrics,
+    read_train_state,
+    remove_run_files,
+    remove_stale_temp_files,
+    restore_rng,
+    save_checkpoint,
+    truncate_metrics,
+)
+from latentcode.config import ModelConfig, TrainConfig
+from latentcode.constants import CONFIG_FILE, MODEL_FILE
+from latentcode.distributed import DistInfo
+from latentcode.model import Transformer
+from latentcode.tasks.base import Batch, Task
+
+logger = logging.getLogger(__name__)
+
+EVAL_SPLITS = ("test", "ood")
+"""Splits evaluated during training."""
+EVAL_CHUNK = 1024
+"""Instances per forward pass during evaluation."""
+_RESUME_IGNORES = ("device", "compile")
+"""TrainConfig fields that may change when a run is resumed (they do not change the numbers on CPU)."""
+
+
+class NonFiniteLossError(ValueError):
+    """The training loss became NaN or infinite; `step` is the first step where it did."""
+
+    def __init__(self, message: str, *, step: int) -> None:
+        super().__init__(message)
+        self.step = step
+
+
+@dataclass(frozen=True)
+class StepOutput:
+    """What one optimizer step returns; values stay on the training device (reading them syncs)."""
+
+    loss: Tensor
+    """Scalar training loss of the step's batch (on this process), detached."""
+    metrics: dict[str, Tensor] = field(default_factory=dict)
+    """Extra scalars, e.g. `grad_norm` when gradient clipping is on."""
+
+
+# ------------------------------------------------------------------------------------------ building blocks
+def resolve_device(device: str = "auto", *, local_rank: int = 0) -> torch.device:
+    """The torch device for a `TrainConfig.device` string: 'auto' picks cuda, then mps, then cpu.
+
+    Raises:
+        ValueError: an unknown device string, or a device this machine lacks.
+    """
+    if device == "auto":
+        if torch.cuda.is_available():
+            device = "cuda"
+        elif torch.backends.mps.is_available():
+            device = "mps"
+        else:
+            device = "cpu"
+    try:
+        dev = torch.device(device)
+    except RuntimeError as e:
+        raise ValueError(f"unknown device {device!r}; use auto, cpu, cuda, cuda:N or mps") from e
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} requested but CUDA is not available here; use auto or cpu")
+        if dev.index is None:
+            dev = torch.device("cuda", local_rank)
+    elif dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {device!r} requested but MPS is not available here; use auto or cpu")
+    elif dev.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"device {device!r} is not supported; use auto, cpu, cuda, cuda:N or mps")
+    return dev
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Learning rate of the update that completes step `step` (1-based).
+
+    Linear warm-up from 0 reaching `cfg.lr` at step `cfg.warmup`, then cosine decay reaching
+    `cfg.min_lr_ratio * cfg.lr` exactly at the last step. (optax's `warmup_cosine_decay_schedule` as the
+    reference calls it reaches the floor `warmup` steps early and its first update has lr 0; spec §3.2.)
+
+    >>> cfg = TrainConfig(steps=100, warmup=10, lr=1.0, min_lr_ratio=0.1)
+    >>> lr_at(5, cfg), lr_at(10, cfg), lr_at(55, cfg), lr_at(100, cfg)
+    (0.5, 1.0, 0.55, 0.1)
+    """
+    if not 1 <= step <= cfg.steps:
+        raise ValueError(f"step={step} must lie in [1, steps={cfg.steps}]")
+    if step <= cfg.warmup:
+        return cfg.lr * step / cfg.warmup
+    progress = (step - cfg.warmup) / (cfg.steps - cfg.warmup)
+    floor = cfg.lr * cfg.min_lr_ratio
+    return floor + (cfg.lr - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def decay_mask(model: nn.Module, mode: str = "ndim>=2") -> dict[str, bool]:
+    """Which parameters get weight decay, by name.
+
+    Args:
+        model: the model.
+        mode: 'ndim>=2' (the reference: every parameter with at least 2 dims, so q/k/v biases [head, d_head],
+            position tables and embeddings decay) or 'weights' (projection matrices only: parameters named
+            `W_*` and the `.weight` of `nn.Linear` layers; no biases, LayerNorms or position tables).
+
+    Raises:
+        ValueError: an unknown mode.
+    """
+    params = dict(model.named_parameters())
+    if mode == "ndim>=2":
+        return {name: p.ndim >= 2 for name, p in params.items()}
+    if mode == "weights":
+        linear = {f"{prefix}.weight" if prefix else "weight" for prefix, m in model.named_modules()
+                  if isinstance(m, nn.Linear)}
+        return {name: name.rsplit(".", 1)[-1].startswith("W_") or name in linear for name in params}
+    raise ValueError(f"decay_mask={mode!r} is not one of 'ndim>=2', 'weights'")
+
+
+def build_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:
+    """AdamW with two parameter groups (decayed, not decayed) per `cfg.decay_mask`; fused kernels where torch
+    has them (CUDA and CPU), multi-tensor (`foreach`) otherwise."""
+    mask = decay_mask(model, cfg.decay_mask)
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for n, p in params if mask[n]], "weight_decay": cfg.weight_decay},
+        {"params": [p for n, p in params if not mask[n]], "weight_decay": 0.0},
+    ]
+    groups = [g for g in groups if g["params"]]
+    fast = {"fused": True} if device.type in ("cuda", "cpu") else {"foreach": True}
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.adam_betas, eps=cfg.adam_eps, **fast)
+
+
+def step_seeds(seed: int, rank: int, step: int) -> tuple[int, int]:
+    """(batch seed, dropout seed) of one step on one process: a pure function of (seed, rank, step), so a
+    resumed run draws exactly the batches and dropout masks of an uninterrupted one."""
+    words = np.random.SeedSequence([seed, rank, step]).generate_state(4, np.uint32)
+    return (int(words[0]) << 31) ^ int(words[1]), (int(words[2]) << 31) ^ int(words[3])
+
+
+def eval_seed(seed: int, split: str) -> int:
+    """Seed of the fixed evaluation set of `split` for a training seed."""
+    words = np.random.SeedSequence([seed, 0xE7A1, zlib.crc32(split.encode())]).generate_state(2, np.uint32)
+    return (int(words[0]) << 31) ^ int(words[1])
+
+
+def make_train_step(
+    model: nn.Module, task: Task, optimizer: torch.optim.Optimizer, cfg: TrainConfig, device: torch.device
+) -> Callable[[Batch, float], StepOutput]:
+    """One optimizer step as a function of (batch, learning rate).
+
+    On CUDA the forward pass runs under bf16 autocast (`cfg.autocast`) and, with `cfg.compile`, through
+    `torch.compile`; the model object itself stays uncompiled for evaluation and hooks.
+    """
+    forward: Callable[[Tensor], Tensor] = model
+    if cfg.compile and device.type == "cuda":
+        forward = torch.compile(model)
+    elif cfg.compile:
+        logger.warning("compile=True is ignored on %s (torch.compile is used on CUDA only)", device.type)
+    autocast = _autocast(device, cfg.autocast)
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+
+    def step(batch: Batch, lr: float) -> StepOutput:
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        with autocast():
+            outputs = forward(batch.x)
+        loss = task.loss(outputs.float(), batch)
+        loss.backward()
+        metrics = {}
+        if cfg.grad_clip is not None:
+            metrics["grad_norm"] = nn.utils.clip_grad_norm_(params, cfg.grad_clip, foreach=True)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return StepOutput(loss=loss.detach(), metrics=metrics)
+
+    return step
+
+
+def _autocast(device: torch.device, enabled: bool) -> Callable[[], contextlib.AbstractContextManager]:
+    if enabled and device.type == "cuda":
+        return lambda: torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext
+
+
+# ------------------------------------------------------------------------------------------------ evaluation
+def eval_sets(
+    task: Task, n_samples: int, seed: int, device: torch.device, splits: tuple[str, ...] = EVAL_SPLITS
+) -> dict[str, Batch]:
+    """The fixed evaluation batch of each split (the same instances at every evaluation of a run)."""
+    return {split: task.sample(n_samples, split, seed=eval_seed(seed, split), device=device) for split in splits}
+
+
+@torch.no_grad()
+def _evaluate(
+    model: nn.Module, task: Task, sets: dict[str, Batch], *, autocast: bool = False
+) -> dict[str, dict[str, float]]:
+    """Loss and task metrics per split, in eval mode, forward passes of `EVAL_CHUNK` instances."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    context = _autocast(device, autocast)
+    results = {}
+    try:
+        for split, batch in sets.items():
+            chunks = []
+            for start in range(0, len(batch), EVAL_CHUNK):
+                with context():
+                    chunks.append(model(batch.x[start : start + EVAL_CHUNK]).float())
+            outputs = torch.cat(chunks)
+            metrics = {k: float(v) for k, v in task.metrics(outputs, batch).items()}
+            if "loss" not in metrics:
+                metrics["loss"] = float(task.loss(outputs, batch))
+            results[split] = {"loss": metrics.pop("loss"), **metrics}
+    finally:
+        model.train(was_training)
+    return results
+
+
+def evaluate(
+    model: nn.Module,
+    task: Task,
+    *,
+    splits: tuple[str, ...] = EVAL_SPLITS,
+    n_samples: int = 4096,
+    seed: int = 0,
+    autocast: bool = False,
+) -> dict[str, dict[str, float]]:
+    """Evaluate a model on fixed samples of the task's splits, with the sets training uses for the same seed.
+
+    Args:
+        model: the model (evaluated in eval mode, without gradients, on its own device).
+        task: the task (with the splits the model was trained on).
+        splits: splits to evaluate.
+        n_samples: instances per split.
+        seed: the training seed (`TrainConfig.seed`): the same sets as the run's evaluations.
+        autocast: bf16 autocast on CUDA.
+
+    Returns:
+        {split: {"loss": ..., <task metrics>}}.
+    """
+    device = next(model.parameters()).device
+    return _evaluate(model, task, eval_sets(task, n_samples, seed, device, splits), autocast=autocast)
+
+
+# ------------------------------------------------------------------------------------------------------ loop
+@dataclass
+class _Loop:
+    """Mutable bookkeeping of the training loop (nothing here affects the numbers)."""
+
+    out: Path
+    cfg: TrainConfig
+    info: DistInfo
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    step: int
+    metrics_lines: int
+    elapsed_before: float
+    pending: list[float] = field(default_factory=list)  # synced losses not yet in a train line
+    unsynced: list[Tensor] = field(default_factory=list)  # losses still on the device
+    last_checkpoint: int = 0
+    checkpoint_hash: str = ""
+    session_start: float = field(default_factory=time.perf_counter)
+    mark_time: float = field(default_factory=time.perf_counter)
+    mark_step: int = 0
+    overhead_s: float = 0.0  # evaluation and checkpoint time since mark_time
+    postfix: dict[str, str] = field(default_factory=dict)
+
+    def elapsed(self) -> float:
+        return self.elapsed_before + time.perf_counter() - self.session_start
+
+
+def _flush_losses(loop: _Loop) -> None:
+    """Move device losses to `pending` (averaged over processes) and stop on the first non-finite one."""
+    if loop.unsynced:
+        values = distributed.mean_across(torch.stack(loop.unsynced).float(), loop.info)
+        loop.pending.extend(values.tolist())
+        loop.unsynced.clear()
+    first = loop.step - len(loop.pending) + 1
+    for offset, value in enumerate(loop.pending):
+        if not math.isfinite(value):
+            kept = (
+                f"the last good checkpoint (step {loop.last_checkpoint}) is kept in {loop.out}"
+                if loop.last_checkpoint
+                else "no checkpoint had been written yet"
+            )
+            raise NonFiniteLossError(
+                f"training loss is {value} at step {first + offset}; training stopped and {kept}. Lower the "
+                "learning rate (--train.lr) or clip gradients (--train.grad_clip)",
+                step=first + offset,
+            )
+
+
+def _log_step(loop: _Loop, last: StepOutput, bar: Any) -> None:
+    """Append one train line to metrics.jsonl: mean loss since the previous line, lr, throughput, time."""
+    _flush_losses(loop)
+    now = time.perf_counter()
+    train_time = max(now - loop.mark_time - loop.overhead_s, 1e-9)
+    record: dict[str, Any] = {
+        "step": loop.step,
+        "split": "train",
+        "loss": math.fsum(loop.pending) / len(loop.pending),
+        "lr": lr_at(loop.step, loop.cfg),
+        "samples_per_s": (loop.step - loop.mark_step) * loop.cfg.batch_size / train_time,
+        "elapsed_s": loop.elapsed(),
+    }
+    record.update({k: float(v) for k, v in last.metrics.items()})
+    if loop.info.is_main:
+        append_metrics(loop.out, [record])
+    loop.metrics_lines += 1
+    loop.pending = []
+    loop.mark_time, loop.mark_step, loop.overhead_s = now, loop.step, 0.0
+    loop.postfix.update(loss=f"{record['loss']:.4g}", samples_s=f"{record['samples_per_s']:.0f}")
+    bar.set_postfix(loop.postfix, refresh=False)
+
+
+def _eval_if_needed(loop: _Loop, task: Task, sets: dict[str, Batch], bar: Any) -> None:
+    if not (loop.step % loop.cfg.eval_every == 0 or loop.step == loop.cfg.steps):
+        return
+    _flush_losses(loop)  # no evaluation of weights that saw a NaN
+    start = time.perf_counter()
+    if loop.info.is_main:
+        results = _evaluate(loop.model, task, sets, autocast=loop.cfg.autocast)
+        append_metrics(loop.out, [{"step": loop.step, "split": split, **m} for split, m in results.items()])
+        for split, m in results.items():
+            name = {"test": "ID", "ood": "OOD"}.get(split, split)
+            loop.postfix[f"{name}_{task.metric_name}"] = f"{m.get(task.metric_name, m['loss']):.3f}"
+            logger.info("step %d %s: %s", loop.step, split, ", ".join(f"{k}={v:.4g}" for k, v in m.items()))
+        bar.set_postfix(loop.postfix, refresh=False)
+    loop.metrics_lines += len(EVAL_SPLITS)
+    loop.overhead_s += time.perf_counter() - start
+
+
+def _checkpoint_if_needed(loop: _Loop, *, now: bool = False) -> None:
+    """Write a resumable checkpoint every `checkpoint_every` steps, at the last step, and when `now`."""
+    step, cfg = loop.step, loop.cfg
+    due = now or step % cfg.checkpoint_every == 0 or step == cfg.steps
+    if not due or step == loop.last_checkpoint or step == 0:
+        return
+    start = time.perf_counter()
+    _flush_losses(loop)  # never checkpoint weights that saw a NaN
+    if loop.info.is_main:
+        state = TrainState(
+            step=step,
+            finished=step == cfg.steps,
+            metrics_lines=loop.metrics_lines,
+            pending_losses=list(loop.pending),
+            elapsed_s=loop.elapsed(),
+            world_size=loop.info.world_size,
+            rng=capture_rng(),
+        )
+        loop.checkpoint_hash = save_checkpoint(loop.out, loop.model, loop.optimizer, state)
+        logger.info("checkpoint at step %d written to %s", step, loop.out)
+    loop.last_checkpoint = step
+    loop.overhead_s += time.perf_counter() - start
+
+
+class _DeferredInterrupt:
+    """Turns the first Ctrl-C (SIGINT) or SIGTERM into a flag read between steps, so the checkpoint written
+    on the way out never holds a half-applied update; a second signal acts at once. Off under torchrun, whose
+    agent stops every worker itself (a worker waiting for a dead peer would never reach the flag)."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.triggered = False
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _DeferredInterrupt:
+        if self.enabled and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                previous = signal.getsignal(sig)
+                self._previous[sig] = signal.default_int_handler if previous is None else previous
+                signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.triggered = True
+        signal.signal(signum, self._previous[signum])
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+
+
+# ------------------------------------------------------------------------------------------------- out dir
+def _prepare_out_dir(out: Path, run_cfg: RunConfig, *, resume: bool, force: bool) -> TrainState | None:
+    """Decide what `out` holds: None for a fresh start, the last checkpoint's state for a resume.
+
+    Read-only, so every process of a job can call it; the caller's rank 0 makes the changes.
+    """
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file, not a directory")
+    has_config = (out / CONFIG_FILE).is_file()
+    if force:
+        return None
+    if has_config and resume:
+        saved = RunConfig.load(out)
+        diffs = saved.differences(run_cfg, ignore_train=_RESUME_IGNORES)
+        if diffs:
+            raise ValueError(
+                f"cannot resume {out}: its {CONFIG_FILE} differs from the requested run ({'; '.join(diffs)}); "
+                "request the same settings, choose another --out, or pass --force to start over"
+            )
+        return read_train_state(out)
+    if has_config:
+        state = read_train_state(out)
+        where = "no checkpoint yet" if state is None else f"checkpoint at step {state.step}"
+        where += ", finished" if state is not None and state.finished else ""
+        raise ValueError(
+            f"--out {out} already holds a run ({where}); pass --resume to continue it, --force to overwrite it, "
+            "or choose another --out"
+        )
+    if out.is_dir() and any(out.iterdir()):
+        raise ValueError(f"--out {out} is not empty and holds no latentcode run; choose another --out or --force")
+    if resume:
+        logger.info("nothing to resume in %s; starting a new run", out)
+    return None
+
+
+# -------------------------------------------------------------------------------------------------- train
+def train(
+    model_cfg: ModelConfig,
+    task: Task,
+    train_cfg: TrainConfig,
+    out_dir: str | os.PathLike,
+    *,
+    resume: bool = False,
+    force: bool = False,
+    progress: bool | None = None,
+) -> Run:
+    """Train a model on a task and write the run directory.
+
+    A fresh batch is sampled on the training device at every step (seeded by seed, process rank and step).
+    Train lines go to metrics.jsonl every `log_every` steps, `test`/`ood` evaluations every `eval_every` steps
+    and at the end, resumable checkpoints every `checkpoint_every` steps and at the end. Ctrl-C (or SIGTERM)
+    writes a checkpoint and raises KeyboardInterrupt. Under `torchrun` (WORLD_SIZE > 1) this trains one model
+    with DDP; only rank 0 writes, and interrupts are left to torchrun.
+
+    Args:
+        model_cfg: the architecture (its d_in, d_out, seq_len must match the task).
+        task: the task, with its splits.
+        train_cfg: optimizer, schedule, seed, cadences, device.
+        out_dir: the run directory.
+        resume: continue the run in `out_dir` from its last checkpoint (its config must match); a finished run
+            is returned as is, an empty or missing directory starts a new run.
+        force: delete the run in `out_dir` and start over.
+        progress: show a progress bar (None: only on a terminal).
+
+    Returns:
+        The trained `Run` (model in eval mode on the training device).
+
+    Raises:
+        ValueError: invalid configs, `out_dir` holding another run, or a config mismatch on resume.
+        NonFiniteLossError: the loss became NaN/inf (the message names the step; the last good checkpoint is
+            kept).
+        KeyboardInterrupt: Ctrl-C, after writing a checkpoint.
+    """
+    for name in ("d_in", "d_out", "seq_len"):
+        if getattr(model_cfg, name) != getattr(task, name):
+            raise ValueError(
+                f"model {name}={getattr(model_cfg, name)} does not match task {task.name!r} {name}="
+                f"{getattr(task, name)}; build the model config from the task (model_config(task, ...))"
+            )
+    if train_cfg.seed < 0:
+        raise ValueError(f"seed={train_cfg.seed} must be a non-negative integer")
+    info = distributed.env_info()
+    if train_cfg.batch_size % info.world_size:
+        raise ValueError(
+            f"batch_size={train_cfg.batch_size} is not divisible by the {info.world_size} processes; "
+            "pick a multiple of the process count"
+        )
+    device = resolve_device(train_cfg.device, local_rank=info.local_rank)
+    info, owns_group = distributed.init(device.type)
+    try:
+        return _train(model_cfg, task, train_cfg, Path(out_dir), device, info, resume, force, progress)
+    finally:
+        if owns_group:
+            distributed.shutdown()
+
+
+def _train(
+    model_cfg: ModelConfig,
+    task: Task,
+    cfg: TrainConfig,
+    out: Path,
+    device: torch.device,
+    info: DistInfo,
+    resume: bool,
+    force: bool,
+    progress: bool | None,
+) -> Run:
+    run_cfg = RunConfig(model=model_cfg, task=task, train=cfg)
+    state = _prepare_out_dir(out, run_cfg, resume=resume, force=force)
+    distributed.barrier(info)  # everyone has read `out` before rank 0 changes it
+    if state is not None and state.finished:
+        logger.info("%s is already finished (step %d); nothing to do", out, state.step)
+        return Run.load(out, device=device)
+    if info.is_main:
+        out.mkdir(parents=True, exist_ok=True)
+        remove_stale_temp_files(out)
+        if state is None:
+            remove_run_files(out)
+            run_cfg.save(out)
+    distributed.barrier(info)
+
+    torch.manual_seed(cfg.seed)
+    model = Transformer(model_cfg).to(device)
+    optimizer = build_optimizer(model, cfg, device)
+    loop = _Loop(out=out, cfg=cfg, info=info, model=model, optimizer=optimizer, step=0, metrics_lines=0,
+                 elapsed_before=0.0)
+    if state is not None:
+        state = load_checkpoint(out, model, optimizer)
+        restore_rng(state.rng)
+        if state.world_size != info.world_size:
+            logger.warning("resuming a run trained on %d processes with %d: later batches differ from an "
+                           "uninterrupted run", state.world_size, info.world_size)
+        loop.step = loop.mark_step = loop.last_checkpoint = state.step
+        loop.metrics_lines, loop.pending, loop.elapsed_before = state.metrics_lines, state.pending_losses, \
+            state.elapsed_s
+        loop.checkpoint_hash = state.model_hash
+        if info.is_main:
+            truncate_metrics(out, state.metrics_lines)
+        logger.info("resuming %s from step %d", out, state.step)
+    distributed.barrier(info)
+
+    n_params = sum(p.numel() for p in model.parameters())
+    logger.info("training %s on %s: %s parameters, %d steps of %d on %s%s", model_cfg.variant, task.name,
+                f"{n_params:,}", cfg.steps, cfg.batch_size, device,
+                f" x {info.world_size} processes" if info.enabled else "")
+    train_model: nn.Module = model
+    if info.enabled:
+        # routed experts may skip a step, which DDP must be told about
+        train_model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
+                                              find_unused_parameters=model_cfg.n_experts > 0)
+    step_fn = make_train_step(train_model, task, optimizer, cfg, device)
+    sets = eval_sets(task, cfg.eval_samples, cfg.seed, device) if info.is_main else {}
+    local_batch = cfg.batch_size // info.world_size
+    disable = True if not info.is_main else (None if progress is None else not progress)
+    bar = tqdm(total=cfg.steps, initial=loop.step, disable=disable, unit="step", dynamic_ncols=True,
+               desc=f"{task.name} {model_cfg.variant}")
+    model.train()
+    try:
+        with _DeferredInterrupt(enabled=not info.enabled) as interrupt:
+            for step in range(loop.step + 1, cfg.steps + 1):
+                data_seed, dropout_seed = step_seeds(cfg.seed, info.rank, step)
+                torch.manual_seed(dropout_seed)
+                batch = task.sample(local_batch, "train", seed=data_seed, device=device)
+                last = step_fn(batch, lr_at(step, cfg))
+                loop.step = step
+                loop.unsynced.append(last.loss)
+                if step % cfg.log_every == 0 or step == cfg.steps:
+                    _log_step(loop, last, bar)
+                _eval_if_needed(loop, task, sets, bar)
+                _checkpoint_if_needed(loop)
+                bar.update(1)
+                if interrupt.triggered:
+                    _checkpoint_if_needed(loop, now=True)
+                    logger.warning("interrupted at step %d; checkpoint in %s (continue with --resume)", step, out)
+                    raise KeyboardInterrupt
+    finally:
+        bar.close()
+    distributed.barrier(info)
+    model.eval()
+    digest = loop.checkpoint_hash or file_hash(out / MODEL_FILE)
+    return Run(path=out, config=run_cfg, model=model, metrics=read_metrics(out), step=loop.step,
+               checkpoint_hash=digest)

@@ -1,0 +1,158 @@
+"""MultiHeadAttention: each normalization, the value networks, attention dropout and the RMSHead backward."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import tiny_model_config
+
+from latentcode.attention import MultiHeadAttention, _RMSHead
+
+
+def attention(dtype: torch.dtype = torch.float64, **overrides) -> MultiHeadAttention:
+    torch.manual_seed(0)
+    return MultiHeadAttention(tiny_model_config(**overrides)).to(dtype).eval()
+
+
+def codes_for(attn: MultiHeadAttention, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    q, k, _ = attn.qkv(x)
+    scores = attn.scores(q, k)
+    return scores, attn.normalize(scores)
+
+
+def test_rms_head_codes_have_unit_rms_over_heads():
+    attn = attention(score_norm="rms_head", value_net="mlp")
+    _, pattern = codes_for(attn, torch.randn(3, 6, 16, dtype=torch.float64))
+    rms = pattern.square().mean(dim=1).sqrt()  # over head_index, for every (batch, query, key)
+    torch.testing.assert_close(rms, torch.ones_like(rms), atol=1e-5, rtol=0)
+
+
+def test_softmax_rows_sum_to_one():
+    attn = attention(score_norm="softmax")
+    _, pattern = codes_for(attn, torch.randn(3, 6, 16, dtype=torch.float64))
+    torch.testing.assert_close(pattern.sum(dim=-1), torch.ones(3, 4, 6, dtype=torch.float64))
+    assert (pattern >= 0).all()
+
+
+def test_linear_attention_applies_no_normalization():
+    attn = attention(score_norm="none")
+    scores, pattern = codes_for(attn, torch.randn(3, 6, 16, dtype=torch.float64))
+    torch.testing.assert_close(pattern, scores, rtol=0, atol=0)
+
+
+def test_scores_are_scaled_dot_products_plus_position_bias():
+    attn = attention(score_norm="none")
+    x = torch.randn(2, 6, 16, dtype=torch.float64)
+    q, k, _ = attn.qkv(x)
+    expected = torch.einsum("bqhd,bkhd->bhqk", q, k) / attn.cfg.d_head_qk**0.5 + attn.position_bias(6, 6)
+    torch.testing.assert_close(attn.scores(q, k), expected)
+
+
+def test_qkv_are_the_tl_style_projections():
+    attn = attention()
+    with torch.no_grad():
+        for bias in (attn.b_Q, attn.b_K, attn.b_V):
+            bias.normal_()
+    x = torch.randn(2, 6, 16, dtype=torch.float64)
+    for got, weight, bias in zip(
+        attn.qkv(x), (attn.W_Q, attn.W_K, attn.W_V), (attn.b_Q, attn.b_K, attn.b_V), strict=True
+    ):
+        torch.testing.assert_close(got, torch.einsum("bpe,hed->bphd", x, weight) + bias)
+
+
+@pytest.mark.parametrize("norm", ["softmax", "none", "rms_head"])
+def test_causal_mask_zeroes_future_keys(norm):
+    attn = attention(score_norm=norm, causal=True)
+    _, pattern = codes_for(attn, torch.randn(2, 6, 16, dtype=torch.float64))
+    future = torch.ones(6, 6, dtype=torch.bool).triu(1)
+    assert (pattern[..., future] == 0).all()
+    assert (pattern[..., ~future] != 0).all()
+
+
+@pytest.mark.parametrize(
+    ("norm", "net", "act"),
+    [
+        pytest.param("softmax", "linear", "relu", id="softmax-softmax-linear"),
+        pytest.param("none", "linear", "relu", id="linear-none-linear"),
+        pytest.param("rms_head", "mlp", "relu", id="hyla-rms_head-mlp-relu"),
+        pytest.param("none", "mlp", "tanh", id="custom-none-mlp-tanh"),
+        pytest.param("softmax", "mlp", "gelu", id="custom-softmax-mlp-gelu"),
+    ],
+)
+def test_dropout_multiplier_acts_as_if_applied_to_the_pattern(norm, net, act):
+    """The mlp value network applies `keep` to its hidden products; that must equal dropping the pattern."""
+    attn = attention(score_norm=norm, value_net=net, value_act=act, attn_dropout=0.3)
+    x = torch.randn(2, 6, 16, dtype=torch.float64)
+    _, _, v = attn.qkv(x)
+    _, pattern = codes_for(attn, x)
+    torch.manual_seed(1)
+    keep = attn.dropout_mask(pattern)
+    assert set(keep.unique().tolist()) <= {0.0, 1 / 0.7}
+    assert keep.shape == (6, 6)  # one [query, key] mask, shared by the batch and the heads
+    reference = MultiHeadAttention.value_network(attn, pattern * keep, v)
+    torch.testing.assert_close(attn.value_network(pattern, v, keep), reference)
+
+
+def test_attention_dropout_only_in_training():
+    attn = attention(attn_dropout=0.5, score_norm="rms_head", value_net="mlp")
+    x = torch.randn(2, 6, 16, dtype=torch.float64)
+    torch.testing.assert_close(attn(x), attn(x))
+    attn.train()
+    torch.manual_seed(0)
+    dropped = attn(x)
+    assert not torch.allclose(dropped, attn.eval()(x))
+
+
+@pytest.mark.parametrize("query_major", [False, True], ids=["standard-layout", "query-major"])
+def test_rms_head_backward_matches_autograd(query_major):
+    scores = torch.randn(2, 4, 5, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda s: _RMSHead.apply(s, 1e-6, query_major), (scores,))
+    reference = scores / torch.sqrt(scores.square().mean(dim=1, keepdim=True) + 1e-6)
+    torch.testing.assert_close(_RMSHead.apply(scores, 1e-6, query_major), reference)
+
+
+def test_rms_head_with_one_head_is_about_the_sign():
+    attn = attention(score_norm="rms_head", value_net="mlp", n_heads=1)
+    scores, pattern = codes_for(attn, torch.randn(2, 6, 16, dtype=torch.float64))
+    torch.testing.assert_close(pattern, scores / torch.sqrt(scores.square() + 1e-6))
+    clear = scores.abs() > 0.05
+    torch.testing.assert_close(pattern[clear], torch.sign(scores[clear]), atol=1e-3, rtol=0)
+
+
+def test_value_hidden_hook_exists_only_for_mlp_value_networks():
+    assert hasattr(attention(value_net="mlp"), "hook_value_hidden")
+    assert not hasattr(attention(value_net="linear"), "hook_value_hidden")
+
+
+def test_float32_matches_float64():
+    attn64 = attention(score_norm="rms_head", value_net="mlp")
+    attn32 = attention(torch.float32, score_norm="rms_head", value_net="mlp")
+    x = torch.randn(2, 6, 16, dtype=torch.float64)
+    torch.testing.assert_close(attn32(x.float()).double(), attn64(x), atol=1e-5, rtol=1e-4)
+
+
+def test_initialisation_follows_flax_defaults():
+    torch.manual_seed(0)
+    cfg = tiny_model_config(d_model=256, n_heads=16, d_qk=128, d_v=128)
+    attn = MultiHeadAttention(cfg)
+    # lecun normal: variance 1 / fan_in (fan_in = d_model for q, k, v and d_v for the output), truncated at 2 std
+    for weight, fan_in in ((attn.W_Q, 256), (attn.W_V, 256), (attn.W_O, 128)):
+        assert weight.std().item() == pytest.approx(fan_in**-0.5, rel=0.05)
+        assert weight.abs().max().item() <= 2 * fan_in**-0.5 / 0.8796 + 1e-6
+    for bias in (attn.b_Q, attn.b_K, attn.b_V, attn.b_O):
+        assert (bias == 0).all()
+    assert (attn.b_Q.ndim, attn.b_V.ndim, attn.b_O.ndim) == (2, 2, 1)  # weight decay ndim >= 2 hits b_Q/K/V
+
+
+@pytest.mark.parametrize("net", ["linear", "mlp"])
+def test_plain_rms_head_path_matches_the_fused_one(net):
+    """`fused_kernels = False` (used under torch.func transforms) must compute the same values and gradients."""
+    attn = attention(score_norm="rms_head", value_net=net)
+    x = torch.randn(2, 6, 16, dtype=torch.float64, requires_grad=True)
+    results = []
+    for fused in (True, False):
+        attn.fused_kernels = fused
+        out = attn(x)
+        results.append((out, *torch.autograd.grad(out.square().sum(), [x, attn.W_Q])))
+    for fused_value, plain_value in zip(*results, strict=True):
+        torch.testing.assert_close(fused_value, plain_value)

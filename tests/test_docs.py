@@ -1,0 +1,396 @@
+"""Every code block in the docs is run, parsed or checked by a test: README.md and docs/*.md.
+
+Fence languages and what this module does with them:
+- ``python``: run. A file's python blocks run in document order in one fresh namespace, with an empty temporary
+  folder as the working directory, so write examples at `tiny` sizes and few steps. Pages do not share folders:
+  a page that uses a run directory trains it itself. (All pages run in one child interpreter, which imports
+  torch and latentcode once.)
+- ``bash``: run. Every command must start with `latentcode ` (one per line, `\\` continues a line, `#` starts a
+  comment, no pipes or redirections). The commands run in the same interpreter and folder as the python blocks,
+  in document order, through `latentcode.cli.main`: what `python -m latentcode` and the console script call.
+- ``console``: shown, not run: installation, make targets, torchrun, SLURM, GPU-only or long runs. Each
+  `latentcode` invocation in it (also after `torchrun ... -m latentcode` or `python -m latentcode`; with `$ `
+  prompts, only the prompted lines are commands) must be accepted by the CLI's argument parser.
+- ``yaml``: parsed; a mapping with `task` and `variants` is a sweep grid and is expanded with full config
+  validation (as `latentcode sweep --dry-run` does). A yaml block whose first line is `# file: PATH` is also
+  written to PATH in the working folder before the next block runs, so a later `latentcode sweep PATH` finds it.
+- ``json``: parsed. ``text`` and ``bibtex``: data, not checked. No other language, and no untagged fence.
+
+docs/cli.md is generated: after changing any `--help` text, run `python docs/gen_cli.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+DOC_FILES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+LANGUAGES = ("python", "bash", "console", "text", "yaml", "json", "bibtex")
+RUNNABLE = ("python", "bash", "yaml")
+RUN_TIMEOUT_S = 600
+
+_FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*)$")
+_SHELL_SYNTAX = re.compile(r"[|&;<>`$*?]")
+_FILE_DIRECTIVE = re.compile(r"^#\s*file:\s*(\S+)\s*$")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced code block."""
+
+    path: Path
+    line: int
+    """1-based line of the first line of code (after the opening fence)."""
+    lang: str
+    code: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line}"
+
+
+def fenced_blocks(path: Path) -> list[Block]:
+    """The fenced code blocks of a markdown file, in order (indented fences too, with the indent removed)."""
+    lines = path.read_text().splitlines()
+    blocks = []
+    i = 0
+    while i < len(lines):
+        opening = _FENCE.match(lines[i])
+        if not opening:
+            i += 1
+            continue
+        indent, fence = opening["indent"], opening["fence"]
+        lang = opening["info"].strip().split(" ")[0] if opening["info"].strip() else ""
+        body = []
+        j = i + 1
+        while j < len(lines) and not re.match(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", lines[j]):
+            line = lines[j]
+            body.append(line[len(indent):] if line.startswith(indent) else line.lstrip())
+            j += 1
+        if j == len(lines):
+            raise ValueError(f"{path.relative_to(ROOT)}:{i + 1}: code fence is never closed")
+        blocks.append(Block(path, i + 2, lang, "\n".join(body) + "\n"))
+        i = j + 1
+    return blocks
+
+
+def commands(code: str) -> list[list[str]]:
+    """Shell commands of a block as argument lists: `\\` continuations joined, comments and blank lines dropped."""
+    joined = re.sub(r"\\\n", " ", code)
+    return [words for line in joined.splitlines() if (words := shlex.split(line, comments=True))]
+
+
+def latentcode_argv(words: list[str]) -> list[str] | None:
+    """The arguments after `latentcode` in a command (also `VAR=1 latentcode`, `.venv/bin/latentcode`,
+    `python -m latentcode`, `torchrun ... -m latentcode`), or None when it does not run latentcode."""
+    while words and re.fullmatch(r"[A-Za-z_]\w*=.*", words[0]):
+        words = words[1:]
+    if words and Path(words[0]).name == "latentcode":
+        return words[1:]
+    for i in range(len(words) - 1):
+        if words[i] == "-m" and words[i + 1] == "latentcode":
+            return words[i + 2:]
+    return None
+
+
+def console_commands(code: str) -> list[list[str]]:
+    """Commands of a console block: the `$ ` lines if there are any, else every non-comment line; each split
+    further at `&&`, `||`, `;` and `|`."""
+    joined = re.sub(r"\\\n", " ", code)
+    lines = joined.splitlines()
+    if any(line.startswith("$ ") for line in lines):
+        lines = [line[2:] for line in lines if line.startswith("$ ")]
+    found = []
+    for line in lines:
+        words = shlex.split(line, comments=True)
+        part: list[str] = []
+        for word in [*words, "&&"]:
+            if word in ("&&", "||", ";", "|"):
+                if part:
+                    found.append(part)
+                part = []
+            else:
+                part.append(word)
+    return found
+
+
+def _blocks_by_file() -> dict[Path, list[Block]]:
+    return {path: fenced_blocks(path) for path in DOC_FILES}
+
+
+BLOCKS = _blocks_by_file()
+
+
+def _params(predicate) -> list:
+    chosen = [path for path, blocks in BLOCKS.items() if any(predicate(b) for b in blocks)]
+    return [pytest.param(path, id=path.name) for path in chosen]
+
+
+# ------------------------------------------------------------------------------------------- fence languages
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in DOC_FILES])
+def test_every_fence_has_a_known_language(path):
+    bad = [f"{b.where}: ```{b.lang or '(no language)'}" for b in BLOCKS[path] if b.lang not in LANGUAGES]
+    assert not bad, (
+        f"fences must say one of {', '.join(LANGUAGES)} (see tests/test_docs.py for what each means; a diagram "
+        f"or output is `text`, a command that cannot run in a test is `console`): {bad}"
+    )
+
+
+@pytest.mark.parametrize("path", _params(lambda b: b.lang == "bash"))
+def test_bash_blocks_only_run_latentcode(path):
+    bad = []
+    for block in BLOCKS[path]:
+        if block.lang != "bash":
+            continue
+        for words in commands(block.code):
+            if words[0] != "latentcode" or any(_SHELL_SYNTAX.search(w) for w in words):
+                bad.append(f"{block.where}: {shlex.join(words)}")
+    assert not bad, (
+        "```bash blocks are run by tests/test_docs.py and may only hold plain `latentcode ...` commands; "
+        f"mark other commands ```console: {bad}"
+    )
+
+
+# --------------------------------------------------------------------------------------------- running blocks
+_DRIVER = r"""
+import json, os, shlex, sys, traceback
+from pathlib import Path
+
+import torch
+
+torch.set_num_threads(1)  # the examples are tiny, and one thread avoids contention on a shared machine
+import matplotlib.pyplot as plt
+
+from latentcode.cli import main
+
+
+def run_blocks(blocks):
+    namespace = {"__name__": "__main__"}
+    for block in blocks:
+        print(f"----- {block['where']} ({block['lang']})", flush=True)
+        if block["lang"] == "python":
+            exec(compile("\n" * (block["line"] - 1) + block["code"], block["file"], "exec"), namespace)
+        elif block["lang"] == "yaml":
+            Path(block["write"]).parent.mkdir(parents=True, exist_ok=True)
+            Path(block["write"]).write_text(block["code"])
+        else:
+            for argv in block["commands"]:
+                print("$ latentcode " + shlex.join(argv), flush=True)
+                code = main(argv)
+                if code != 0:
+                    print(f"FAILED: `latentcode {shlex.join(argv)}` exited with {code}", file=sys.stderr)
+                    return False
+    return True
+
+
+results = {}
+terminal = os.dup(1), os.dup(2)
+for doc in json.loads(Path(sys.argv[1]).read_text()):
+    with open(doc["log"], "w") as log:
+        sys.stdout.flush(), sys.stderr.flush()
+        os.dup2(log.fileno(), 1), os.dup2(log.fileno(), 2)  # C-level output and logging handlers included
+        os.chdir(doc["dir"])
+        try:
+            results[doc["name"]] = run_blocks(doc["blocks"])
+        except BaseException:
+            traceback.print_exc()
+            results[doc["name"]] = False
+        plt.close("all")
+        sys.stdout.flush(), sys.stderr.flush()
+        os.dup2(terminal[0], 1), os.dup2(terminal[1], 2)
+Path(sys.argv[2]).write_text(json.dumps(results))
+"""
+
+
+def _runnable(block: Block) -> dict | None:
+    base = {"where": block.where, "file": str(block.path), "line": block.line, "lang": block.lang,
+            "code": block.code}
+    if block.lang == "python":
+        return base
+    if block.lang == "bash":
+        # commands that are not latentcode's fail test_bash_blocks_only_run_latentcode and are not run here
+        return {**base, "commands": [words[1:] for words in commands(block.code) if words[0] == "latentcode"]}
+    if block.lang == "yaml":
+        first = block.code.splitlines()[0] if block.code.strip() else ""
+        directive = _FILE_DIRECTIVE.match(first)
+        return {**base, "write": directive[1]} if directive else None
+    return None
+
+
+RUN_PARAMS = _params(lambda b: b.lang in ("python", "bash") or (b.lang == "yaml" and _runnable(b) is not None))
+
+
+@pytest.fixture(scope="module")
+def doc_runs(request, tmp_path_factory) -> dict[str, tuple[bool, str]]:
+    """Run the blocks of every selected file in one fresh interpreter (one import of torch and latentcode for
+    all files), each file in its own empty folder and namespace; {file name: (passed, its output)}."""
+    selected = {item.callspec.params["path"] for item in request.session.items
+                if getattr(item, "originalname", None) == "test_code_blocks_run"}
+    root = tmp_path_factory.mktemp("docs")
+    plan = []
+    for path in sorted(selected):
+        work = root / path.name.replace(".", "_")
+        work.mkdir()
+        blocks = [r for r in (_runnable(b) for b in BLOCKS[path]) if r is not None]
+        plan.append({"name": path.name, "dir": str(work), "log": str(root / f"{path.name}.log"), "blocks": blocks})
+    (root / "plan.json").write_text(json.dumps(plan))
+    env = {**os.environ, "MPLBACKEND": "agg", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", _DRIVER, str(root / "plan.json"), str(root / "results.json")],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    results = json.loads((root / "results.json").read_text()) if proc.returncode == 0 else {}
+    crash = "" if proc.returncode == 0 else f"\n--- the interpreter exited with {proc.returncode}\n{proc.stderr[-6000:]}"
+    logs = {doc["name"]: Path(doc["log"]).read_text() if Path(doc["log"]).exists() else "" for doc in plan}
+    return {doc["name"]: (results.get(doc["name"], False), logs[doc["name"]] + crash) for doc in plan}
+
+
+@pytest.mark.parametrize("path", RUN_PARAMS)
+def test_code_blocks_run(path, doc_runs):
+    passed, output = doc_runs[path.name]
+    assert passed, (
+        f"a code block of {path.relative_to(ROOT)} failed (blocks run in order in a fresh namespace and an empty "
+        f"folder; the last ----- line names the block)\n{output[-8000:]}"
+    )
+
+
+# ----------------------------------------------------------------------------------------------- console blocks
+def _runs_latentcode(block: Block) -> bool:
+    return block.lang == "console" and any(latentcode_argv(w) is not None for w in console_commands(block.code))
+
+
+@pytest.mark.parametrize("path", _params(_runs_latentcode))
+def test_console_commands_parse(path, capsys):
+    from latentcode.cli import build_parser, split_overrides
+
+    checked, bad = 0, []
+    for block in BLOCKS[path]:
+        if block.lang != "console":
+            continue
+        for words in console_commands(block.code):
+            argv = latentcode_argv(words)
+            if argv is None:
+                continue
+            checked += 1
+            try:
+                rest, _ = split_overrides(argv)
+                build_parser().parse_args(rest)
+            except SystemExit as e:
+                if e.code not in (0, None):
+                    bad.append(f"{block.where}: {shlex.join(words)}\n{capsys.readouterr().err.strip()}")
+            except ValueError as e:
+                bad.append(f"{block.where}: {shlex.join(words)}\n{e}")
+    capsys.readouterr()
+    assert checked, "found no latentcode command to check"
+    assert not bad, "latentcode commands in ```console blocks that the CLI rejects:\n" + "\n".join(bad)
+
+
+# -------------------------------------------------------------------------------------------------- data blocks
+@pytest.mark.parametrize("path", _params(lambda b: b.lang in ("yaml", "json")))
+def test_data_blocks_parse(path):
+    from latentcode.sweep import Grid, expand_grid
+
+    for block in BLOCKS[path]:
+        if block.lang == "json":
+            try:
+                json.loads(block.code)
+            except json.JSONDecodeError as e:
+                pytest.fail(f"{block.where}: invalid JSON ({e}); mark illustrative snippets ```text")
+        elif block.lang == "yaml":
+            data = yaml.safe_load(block.code)
+            if isinstance(data, dict) and {"task", "variants"} <= set(data):
+                try:
+                    points = expand_grid(Grid.from_dict(data, source=block.where), validate=True)
+                except ValueError as e:
+                    pytest.fail(f"{block.where}: invalid sweep grid: {e}")
+                assert points, f"{block.where}: the grid expands to no runs"
+
+
+# ----------------------------------------------------------------------------------------- reference tables
+def test_models_page_lists_every_config_field_variant_and_hook():
+    import dataclasses
+
+    import latentcode as lc
+
+    text = (DOCS / "models.md").read_text()
+    fields = [f.name for f in dataclasses.fields(lc.ModelConfig)]
+    hooks = set()
+    for variant in lc.VARIANTS:
+        model = lc.build_model("fuzzy_logic", variant, "tiny")
+        hooks |= {re.sub(r"^blocks\.\d+\.", "blocks.{i}.", name) for name in model.hook_dict}
+    missing = [f"field {f}" for f in fields if f"| `{f}` |" not in text]
+    missing += [f"variant {v}" for v in lc.VARIANTS if f"| `{v}` |" not in text]
+    missing += [f"hook {h}" for h in sorted(hooks) if f"| `{h}` |" not in text]
+    assert not missing, f"docs/models.md's tables lack rows for: {missing}"
+
+
+# ---------------------------------------------------------------------------------------------------- cli.md
+def _gen_cli():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_cli", DOCS / "gen_cli.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cli_reference_is_current():
+    expected = _gen_cli().render()
+    current = (DOCS / "cli.md").read_text()
+    assert current == expected, "docs/cli.md is stale: regenerate it with `python docs/gen_cli.py`"
+
+
+def test_cli_reference_covers_every_subcommand():
+    from latentcode.cli import build_parser
+
+    names = sorted(_gen_cli()._subcommands(build_parser()))
+    assert {"train", "eval", "info", "sweep"} <= set(names)
+    text = (DOCS / "cli.md").read_text()
+    missing = [name for name in names if f"## `latentcode {name}`" not in text]
+    assert not missing, f"docs/cli.md lacks {missing}; regenerate it with `python docs/gen_cli.py`"
+
+
+# ---------------------------------------------------------------------------------------------------- mkdocs
+def _nav_files(nav) -> list[str]:
+    if isinstance(nav, str):
+        return [nav]
+    if isinstance(nav, list):
+        return [f for item in nav for f in _nav_files(item)]
+    if isinstance(nav, dict):
+        return [f for value in nav.values() for f in _nav_files(value)]
+    return []
+
+
+def test_every_doc_page_is_in_the_nav():
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    nav = set(_nav_files(config["nav"]))
+    pages = {p.name for p in DOCS.glob("*.md")}
+    assert sorted(pages - nav) == [], "pages missing from mkdocs.yml's nav"
+    assert sorted(nav - pages) == [], "mkdocs.yml's nav names pages that do not exist"
+
+
+def test_readme_links_resolve():
+    text = (ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    missing = [t for t in targets if "://" not in t and not (ROOT / t).exists()]
+    assert not missing, f"README.md links to files that do not exist: {missing}"
+
+
+MKDOCS = shutil.which("mkdocs", path=str(Path(sys.executable).parent)) or shutil.which("mkdocs")
+
+
+@pytest.mark.skipif(MKDOCS is None, reason="mkdocs is not installed (it comes with the [dev] extras)")
+def test_mkdocs_build_strict(tmp_path):
+    proc = subprocess.run([MKDOCS, "build", "--strict", "--site-dir", str(tmp_path / "site")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"

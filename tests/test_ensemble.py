@@ -1,0 +1,129 @@
+import json
+
+import pytest
+import torch
+
+from latentcode.checkpoint import load_run
+from latentcode.config import model_config, train_config
+from latentcode.ensemble import can_ensemble, train_ensemble
+from latentcode.tasks import get_task
+from latentcode.train import train
+
+STEPS = 12
+
+
+def _setup(variant="hyla", **model_overrides):
+    task = get_task("sraven")
+    mcfg = model_config(task, variant, preset="tiny", **model_overrides)
+    cfgs = [
+        train_config(
+            "sraven",
+            "tiny",
+            steps=STEPS,
+            seed=seed,
+            lr=lr,
+            eval_every=6,
+            checkpoint_every=6,
+            log_every=3,
+            device="cpu",
+        )
+        for seed, lr in ((0, 1e-3), (1, 3e-3))
+    ]
+    return task, mcfg, cfgs
+
+
+@pytest.mark.parametrize("variant", ["softmax", "linear", "hyla"])
+def test_members_match_single_runs(tmp_path, variant):
+    # without dropout a member follows exactly the trajectory of a single run with its seed and learning rate
+    task, mcfg, cfgs = _setup(variant, attn_dropout=0.0)
+    runs = train_ensemble(mcfg, task, cfgs, [tmp_path / "e0", tmp_path / "e1"], progress=False)
+    for i, cfg in enumerate(cfgs):
+        single = train(mcfg, task, cfg, tmp_path / f"s{i}", progress=False)
+        for (name, p), (_, q) in zip(
+            runs[i].model.named_parameters(), single.model.named_parameters(), strict=True
+        ):
+            if variant == "softmax" and name.endswith("b_K"):
+                # softmax is invariant to a key bias: its gradient is rounding noise, which Adam amplifies
+                continue
+            torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5, msg=f"member {i} parameter {name}")
+        ens_losses = [r["loss"] for r in runs[i].metrics if r["split"] == "train"]
+        single_losses = [r["loss"] for r in single.metrics if r["split"] == "train"]
+        assert ens_losses == pytest.approx(single_losses, rel=1e-4)
+
+
+def test_member_run_directories_have_the_single_run_format(tmp_path):
+    task, mcfg, cfgs = _setup()
+    train_ensemble(mcfg, task, cfgs, [tmp_path / "e0", tmp_path / "e1"], progress=False)
+    train(mcfg, task, cfgs[0], tmp_path / "single", progress=False)
+    names = lambda d: sorted(p.name for p in d.iterdir())  # noqa: E731
+    assert names(tmp_path / "e0") == names(tmp_path / "single")
+    member_cfg = json.loads((tmp_path / "e0" / "config.json").read_text())
+    single_cfg = json.loads((tmp_path / "single" / "config.json").read_text())
+    assert member_cfg == single_cfg
+    state = json.loads((tmp_path / "e1" / "train_state.json").read_text())
+    assert state["step"] == STEPS and state["finished"] is True
+    run = load_run(tmp_path / "e1")
+    assert run.config.train.seed == 1 and run.config.train.lr == 3e-3
+    splits = [r["split"] for r in run.metrics]
+    assert splits.count("test") == splits.count("ood") == 2
+
+
+def test_resume_after_a_crash_is_bitwise(tmp_path, monkeypatch):
+    task, mcfg, cfgs = _setup()
+    straight = train_ensemble(mcfg, task, cfgs, [tmp_path / "a0", tmp_path / "a1"], progress=False)
+
+    from latentcode import ensemble
+
+    original = ensemble._EnsembleLoop._train_step
+
+    def crash_after_first_checkpoint(self, step):
+        if step == 8:
+            raise RuntimeError("simulated crash")
+        return original(self, step)
+
+    monkeypatch.setattr(ensemble._EnsembleLoop, "_train_step", crash_after_first_checkpoint)
+    outs = [tmp_path / "b0", tmp_path / "b1"]
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        train_ensemble(mcfg, task, cfgs, outs, progress=False)
+    monkeypatch.setattr(ensemble._EnsembleLoop, "_train_step", original)
+    resumed = train_ensemble(mcfg, task, cfgs, outs, resume=True, progress=False)
+    for a, b in zip(straight, resumed, strict=True):
+        for (name, p), (_, q) in zip(a.model.named_parameters(), b.model.named_parameters(), strict=True):
+            assert torch.equal(p, q), name
+        strip = lambda rows: [  # noqa: E731
+            {k: v for k, v in r.items() if k not in ("samples_per_s", "elapsed_s")}
+            for r in rows
+        ]
+        assert strip(a.metrics) == strip(b.metrics)
+
+
+def test_a_member_can_be_continued_by_the_single_run_trainer(tmp_path):
+    task, mcfg, cfgs = _setup()
+    outs = [tmp_path / "e0", tmp_path / "e1"]
+    train_ensemble(mcfg, task, cfgs, outs, progress=False)
+    again = train(mcfg, task, cfgs[0], outs[0], resume=True, progress=False)  # finished: returned as is
+    assert again.step == STEPS
+
+
+def test_members_that_cannot_share_a_program_are_refused(tmp_path):
+    task, mcfg, cfgs = _setup()
+    other = [cfgs[0], train_config("sraven", "tiny", steps=STEPS, batch_size=16, device="cpu")]
+    assert not can_ensemble(mcfg, other)
+    with pytest.raises(ValueError, match="batch_size"):
+        train_ensemble(mcfg, task, other, [tmp_path / "x0", tmp_path / "x1"], progress=False)
+    moe = model_config(task, "hyla+moe", preset="tiny")
+    with pytest.raises(ValueError, match="mixture-of-experts"):
+        train_ensemble(moe, task, cfgs, [tmp_path / "y0", tmp_path / "y1"], progress=False)
+    with pytest.raises(ValueError, match="one run directory per member"):
+        train_ensemble(mcfg, task, cfgs, [tmp_path / "z0"], progress=False)
+
+
+def test_members_may_hold_out_different_compositions(tmp_path):
+    _, mcfg, cfgs = _setup()
+    tasks = [get_task("sraven", seed=cfg.seed) for cfg in cfgs]
+    runs = train_ensemble(mcfg, tasks, cfgs, [tmp_path / "e0", tmp_path / "e1"], progress=False)
+    for run, task in zip(runs, tasks, strict=True):
+        assert (run.task.compositions("ood") == task.compositions("ood")).all()
+    assert not (runs[0].task.compositions("ood") == runs[1].task.compositions("ood")).all()
+    with pytest.raises(ValueError, match="one task, or one per member"):
+        train_ensemble(mcfg, tasks[:1] * 3, cfgs, [tmp_path / "f0", tmp_path / "f1"], progress=False)

@@ -1,0 +1,354 @@
+"""Tests of latentcode/train.py: schedule, weight-decay mask, the loop's outputs, resume, NaN and Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import safetensors.torch
+import torch
+
+from latentcode.checkpoint import read_metrics, read_train_state
+from latentcode.config import TrainConfig, model_config, train_config
+from latentcode.constants import METRICS_FILE, MODEL_FILE, TRAIN_STATE_FILE
+from latentcode.model import Transformer
+from latentcode.tasks import get_task
+from latentcode.train import (
+    NonFiniteLossError,
+    build_optimizer,
+    decay_mask,
+    evaluate,
+    lr_at,
+    resolve_device,
+    step_seeds,
+    train,
+)
+
+TIMING_FIELDS = ("samples_per_s", "elapsed_s")
+
+
+def tiny(variant: str = "softmax", task_name: str = "fuzzy_logic", **train_overrides):
+    """(model config, task, train config) of a tiny run; tiny presets: 40 steps of 32, eval at 20 and 40."""
+    task = get_task(task_name)
+    return model_config(task, variant, "tiny"), task, train_config(task_name, "tiny", **train_overrides)
+
+
+def without_timing(records: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in TIMING_FIELDS} for r in records]
+
+
+def tensors(path: Path) -> dict[str, torch.Tensor]:
+    return safetensors.torch.load_file(str(path))
+
+
+def assert_same_tensors(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models train fastest on one thread, and a busy machine makes two threads crawl."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory, one_thread):
+    mcfg, task, tcfg = tiny("hyla")
+    return train(mcfg, task, tcfg, tmp_path_factory.mktemp("run") / "hyla", progress=False)
+
+
+# ------------------------------------------------------------------------------------------------ schedule
+def test_lr_warms_up_linearly_then_decays_by_cosine_to_the_floor():
+    cfg = TrainConfig(steps=110, warmup=10, lr=2e-3, min_lr_ratio=0.1)
+    assert [lr_at(s, cfg) for s in (1, 5, 10)] == pytest.approx([2e-4, 1e-3, 2e-3])
+    assert lr_at(60, cfg) == pytest.approx(2e-4 + 0.5 * (2e-3 - 2e-4))  # halfway through the cosine
+    assert lr_at(110, cfg) == pytest.approx(2e-4)  # the floor, reached at the last step
+    decay = [lr_at(s, cfg) for s in range(10, 111)]
+    assert all(a >= b for a, b in zip(decay, decay[1:], strict=False))
+    assert min(lr_at(s, cfg) for s in range(1, 111)) > 0
+
+
+def test_lr_without_warmup_starts_at_peak_and_rejects_steps_outside_the_run():
+    cfg = TrainConfig(steps=100, warmup=0, lr=1.0, min_lr_ratio=0.0)
+    assert lr_at(1, cfg) == pytest.approx(0.5 * (1 + math.cos(math.pi / 100)))
+    assert lr_at(100, cfg) == pytest.approx(0.0)
+    with pytest.raises(ValueError, match="step=0"):
+        lr_at(0, cfg)
+    with pytest.raises(ValueError, match="step=101"):
+        lr_at(101, cfg)
+
+
+# ------------------------------------------------------------------------------------------- decay mask
+@pytest.fixture(scope="module")
+def hyla_model():
+    return Transformer(model_config(get_task("fuzzy_logic"), "hyla", "tiny"))
+
+
+def test_reference_decay_mask_decays_every_parameter_with_two_or_more_dims(hyla_model):
+    mask = decay_mask(hyla_model, "ndim>=2")
+    decayed = {n for n, d in mask.items() if d}
+    assert {"blocks.0.attn.W_Q", "blocks.0.attn.W_O", "embed.weight", "unembed.weight"} <= decayed
+    # the reference's quirks (spec §3.2): q/k/v biases and position tables decay too
+    assert {"blocks.0.attn.b_Q", "blocks.0.attn.b_V", "blocks.0.attn.position_bias.weight"} <= decayed
+    assert not decayed & {
+        "blocks.0.attn.b_O",
+        "blocks.0.ln1.weight",
+        "blocks.0.ln1.bias",
+        "embed.bias",
+        "blocks.0.mlp.fc_in.bias",
+        "ln_final.weight",
+    }
+    assert decayed == {n for n, p in hyla_model.named_parameters() if p.ndim >= 2}
+
+
+def test_weights_decay_mask_decays_projection_matrices_only(hyla_model):
+    mask = decay_mask(hyla_model, "weights")
+    decayed = {n for n, d in mask.items() if d}
+    assert {
+        "blocks.0.attn.W_Q",
+        "blocks.0.attn.W_K",
+        "blocks.0.attn.W_V",
+        "blocks.0.attn.W_O",
+        "blocks.0.mlp.fc_in.weight",
+        "embed.weight",
+        "unembed.weight",
+    } <= decayed
+    assert not any(".b_" in n or n.endswith(".bias") or "ln" in n or "position" in n for n in decayed)
+
+
+def test_unknown_decay_mask_is_rejected(hyla_model):
+    with pytest.raises(ValueError, match="'ndim>=2', 'weights'"):
+        decay_mask(hyla_model, "all")
+
+
+def test_optimizer_groups_follow_the_mask(hyla_model):
+    cfg = TrainConfig(weight_decay=0.3, decay_mask="weights", adam_betas=(0.8, 0.95), adam_eps=1e-7)
+    opt = build_optimizer(hyla_model, cfg, torch.device("cpu"))
+    mask = decay_mask(hyla_model, "weights")
+    names = {id(p): n for n, p in hyla_model.named_parameters()}
+    for group in opt.param_groups:
+        assert {mask[names[id(p)]] for p in group["params"]} == {group["weight_decay"] > 0}
+        assert group["betas"] == (0.8, 0.95) and group["eps"] == 1e-7
+    assert sum(len(g["params"]) for g in opt.param_groups) == len(names)
+
+
+# ---------------------------------------------------------------------------------------- small pieces
+def test_step_seeds_depend_on_seed_rank_and_step_only():
+    assert step_seeds(0, 0, 5) == step_seeds(0, 0, 5)
+    seeds = {step_seeds(s, r, t) for s in (0, 1) for r in (0, 1) for t in (1, 2)}
+    assert len(seeds) == 8
+    assert all(0 <= x < 2**63 for pair in seeds for x in pair)
+
+
+def test_auto_device_picks_cpu_without_accelerators_and_bad_devices_are_rejected():
+    if not torch.cuda.is_available() and not torch.backends.mps.is_available():
+        assert resolve_device("auto") == torch.device("cpu")
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            resolve_device("cuda")
+    with pytest.raises(ValueError, match="unknown device 'gpu0'"):
+        resolve_device("gpu0")
+
+
+# ------------------------------------------------------------------------------------------------- the loop
+def test_training_reduces_the_loss(tiny_run):
+    losses = [m["loss"] for m in tiny_run.metrics if m["split"] == "train"]
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def test_metrics_jsonl_has_train_and_eval_lines(tiny_run):
+    lines = (tiny_run.path / METRICS_FILE).read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    train_lines = [r for r in records if r["split"] == "train"]
+    assert [r["step"] for r in train_lines] == [10, 20, 30, 40]
+    for r in train_lines:
+        assert set(r) == {"step", "split", "loss", "lr", "samples_per_s", "elapsed_s"}
+        assert r["samples_per_s"] > 0 and r["elapsed_s"] > 0
+    assert train_lines[-1]["lr"] == pytest.approx(lr_at(40, tiny_run.config.train))
+    evals = [(r["step"], r["split"]) for r in records if r["split"] != "train"]
+    assert evals == [(20, "test"), (20, "ood"), (40, "test"), (40, "ood")]
+    for r in records:
+        if r["split"] != "train":
+            assert set(r) == {"step", "split", "loss", "r2"}
+    assert tiny_run.metrics == records
+
+
+def test_train_returns_the_run_in_eval_mode_with_its_checkpoint(tiny_run):
+    assert tiny_run.step == 40 and tiny_run.finished
+    assert not tiny_run.model.training
+    state = read_train_state(tiny_run.path)
+    assert state.finished and state.step == 40 and state.model_hash == tiny_run.checkpoint_hash
+    saved = tensors(tiny_run.path / MODEL_FILE)
+    assert_same_tensors(saved, {k: v.cpu() for k, v in tiny_run.model.state_dict().items()})
+
+
+def test_evaluate_reproduces_the_final_evaluation(tiny_run):
+    cfg = tiny_run.config.train
+    results = evaluate(tiny_run.model, tiny_run.task, n_samples=cfg.eval_samples, seed=cfg.seed)
+    for split in ("test", "ood"):
+        logged = {k: v for k, v in tiny_run.eval_metrics(split).items() if k not in ("step", "split")}
+        assert results[split] == pytest.approx(logged, rel=1e-6)
+
+
+def test_sraven_training_logs_accuracy(tmp_path):
+    mcfg, task, tcfg = tiny(
+        "softmax", "sraven", steps=6, warmup=2, eval_every=6, eval_samples=64, log_every=3
+    )
+    run = train(mcfg, task, tcfg, tmp_path / "sraven", progress=False)
+    ood = run.eval_metrics("ood")
+    assert ood["step"] == 6 and 0.0 <= ood["acc"] <= 1.0 and "acc_per_feature" in ood
+
+
+# ----------------------------------------------------------------------------------------------- out dir
+def test_out_dir_holding_a_run_is_refused_unless_resume_or_force(tiny_run, tmp_path):
+    mcfg, task, tcfg = tiny("hyla")
+    with pytest.raises(ValueError, match="already holds a run.*--resume.*--force"):
+        train(mcfg, task, tcfg, tiny_run.path, progress=False)
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not empty and holds no latentcode run"):
+        train(mcfg, task, tcfg, other, progress=False)
+    assert (other / "notes.txt").read_text() == "mine"
+
+
+def test_resume_with_another_config_is_refused_and_names_the_difference(tiny_run):
+    mcfg, task, tcfg = tiny("hyla", lr=3e-3)
+    with pytest.raises(ValueError, match=r"train\.lr: 0\.001 != 0\.003"):
+        train(mcfg, task, tcfg, tiny_run.path, resume=True, progress=False)
+
+
+def test_resuming_a_finished_run_returns_it_unchanged(tiny_run):
+    mcfg, task, tcfg = tiny("hyla")
+    before = (tiny_run.path / METRICS_FILE).read_text()
+    run = train(mcfg, task, tcfg, tiny_run.path, resume=True, progress=False)
+    assert run.step == 40 and run.checkpoint_hash == tiny_run.checkpoint_hash
+    assert (tiny_run.path / METRICS_FILE).read_text() == before
+
+
+def test_force_starts_over(tmp_path):
+    mcfg, task, tcfg = tiny("linear", steps=4, warmup=1, log_every=2, eval_every=4)
+    first = train(mcfg, task, tcfg, tmp_path / "r", progress=False)
+    (tmp_path / "r" / "keep.txt").write_text("not ours")
+    again = train(mcfg, task, tcfg, tmp_path / "r", force=True, progress=False)
+    assert again.checkpoint_hash == first.checkpoint_hash  # same seed, same run
+    assert len(again.metrics) == len(first.metrics)  # the old metrics were replaced, not appended to
+    assert (tmp_path / "r" / "keep.txt").exists()
+
+
+# ------------------------------------------------------------------------------------ NaN and interrupts
+def test_nan_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint(tmp_path):
+    mcfg, task, tcfg = tiny("softmax", log_every=5, checkpoint_every=10)
+    calls = {"n": 0}
+    real_loss = task.loss
+
+    def loss(outputs, batch):  # the loss of step 23 onwards is NaN
+        calls["n"] += 1
+        value = real_loss(outputs, batch)
+        return value * float("nan") if calls["n"] >= 23 else value
+
+    task.loss = loss
+    with pytest.raises(NonFiniteLossError, match="nan at step 23.*checkpoint \\(step 20\\)") as info:
+        train(mcfg, task, tcfg, tmp_path / "nan", progress=False)
+    assert info.value.step == 23
+    state = read_train_state(tmp_path / "nan")
+    assert state.step == 20 and not state.finished
+    weights = tensors(tmp_path / "nan" / MODEL_FILE)
+    assert all(torch.isfinite(t).all() for t in weights.values())
+    assert all(r["step"] <= 20 for r in read_metrics(tmp_path / "nan") if r["split"] == "train")
+
+
+def test_ctrl_c_writes_a_checkpoint_and_resume_matches_an_uninterrupted_run(tmp_path):
+    mcfg, task, tcfg = tiny("hyla", steps=24, log_every=4, checkpoint_every=10, eval_every=12)
+    straight = train(mcfg, task, tcfg, tmp_path / "straight", progress=False)
+
+    calls = {"n": 0}
+    real_loss = task.loss
+
+    def loss(outputs, batch):  # Ctrl-C arrives during step 13
+        calls["n"] += 1
+        if calls["n"] == 13:
+            signal.raise_signal(signal.SIGINT)
+        return real_loss(outputs, batch)
+
+    task.loss = loss
+    with pytest.raises(KeyboardInterrupt):
+        train(mcfg, task, tcfg, tmp_path / "cut", progress=False)
+    assert read_train_state(tmp_path / "cut").step == 13
+    del task.loss
+    resumed = train(mcfg, task, tcfg, tmp_path / "cut", resume=True, progress=False)
+    assert_same_tensors(tensors(straight.path / MODEL_FILE), tensors(resumed.path / MODEL_FILE))
+    assert without_timing(resumed.metrics) == without_timing(straight.metrics)
+
+
+# ------------------------------------------------------------------------------------- resume after SIGKILL
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "latentcode", "-q", *args]
+
+
+ONE_THREAD_ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+@pytest.mark.slow
+def test_resume_after_sigkill_is_bitwise_identical_to_a_straight_run(tmp_path):
+    steps, every = 150, 10
+    args = [
+        "train",
+        "fuzzy_logic",
+        "--model",
+        "hyla",
+        "--preset",
+        "tiny",
+        "--steps",
+        str(steps),
+        "--checkpoint-every",
+        str(every),
+        "--train.log_every=4",
+        "--train.eval_every=100",
+        "--train.warmup=10",
+        "--no-progress",
+    ]
+    cut = tmp_path / "cut"
+    proc = subprocess.Popen(
+        _cli(*args, "--out", str(cut)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ONE_THREAD_ENV
+    )
+    deadline = time.monotonic() + 120
+    state = None
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            state = read_train_state(cut)
+        except (ValueError, OSError):  # caught mid-rename; look again
+            state = None
+        if state is not None and state.step >= 2 * every:
+            break
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()
+    killed_at = read_train_state(cut).step
+    assert every <= killed_at < steps
+
+    resumed = subprocess.run(
+        _cli(*args, "--out", str(cut), "--resume"), capture_output=True, text=True, env=ONE_THREAD_ENV
+    )
+    assert resumed.returncode == 0, resumed.stderr
+
+    mcfg, task, tcfg = tiny(
+        "hyla", steps=steps, checkpoint_every=every, log_every=4, eval_every=100, warmup=10
+    )
+    straight = train(mcfg, task, tcfg, tmp_path / "straight", progress=False)
+    assert_same_tensors(tensors(cut / MODEL_FILE), tensors(straight.path / MODEL_FILE))
+    assert_same_tensors(tensors(cut / TRAIN_STATE_FILE), tensors(straight.path / TRAIN_STATE_FILE))
+    assert without_timing(read_metrics(cut)) == without_timing(straight.metrics)
+    assert not list(cut.glob(".*.tmp"))
