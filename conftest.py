@@ -3,6 +3,8 @@ import pytest
 import torch
 
 matplotlib.use("Agg")
+# Tests run tiny models: one intra-op thread is faster than two for them, and steadier on a shared 2-core machine.
+torch.set_num_threads(1)
 
 
 def pytest_addoption(parser):

@@ -9,7 +9,7 @@ from latentcode.ensemble import can_ensemble, train_ensemble
 from latentcode.tasks import get_task
 from latentcode.train import train
 
-STEPS = 12
+STEPS = 8
 
 
 def _setup(variant="hyla", **model_overrides):
@@ -32,7 +32,7 @@ def _setup(variant="hyla", **model_overrides):
     return task, mcfg, cfgs
 
 
-@pytest.mark.parametrize("variant", ["softmax", "linear", "hyla"])
+@pytest.mark.parametrize("variant", ["softmax", "hyla"])  # hyla: the plain-ops RMSHead path under vmap
 def test_members_match_single_runs(tmp_path, variant):
     # without dropout a member follows exactly the trajectory of a single run with its seed and learning rate
     task, mcfg, cfgs = _setup(variant, attn_dropout=0.0)
@@ -77,7 +77,7 @@ def test_resume_after_a_crash_is_bitwise(tmp_path, monkeypatch):
     original = ensemble._EnsembleLoop._train_step
 
     def crash_after_first_checkpoint(self, step):
-        if step == 8:
+        if step == 6:
             raise RuntimeError("simulated crash")
         return original(self, step)
 
