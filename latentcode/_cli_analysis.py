@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from latentcode.cli import _subparser
 from latentcode.extract import POSITIONS
 
 __all__ = ["COMMANDS"]
@@ -20,18 +21,6 @@ __all__ = ["COMMANDS"]
 
 def _echo(text: str = "") -> None:
     sys.stdout.write(text + "\n")
-
-
-def _subparser(subparsers: Any, name: str, *, help: str, description: str, example: str) -> argparse.ArgumentParser:
-    """A subcommand parser whose --help ends with an example invocation."""
-    return subparsers.add_parser(
-        name,
-        help=help,
-        description=description,
-        epilog=f"example:\n  {example}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,
-    )
 
 
 def _csv(text: str) -> list[str]:

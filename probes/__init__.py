@@ -4,7 +4,7 @@ Torch-free by design: it reads `LatentCodes` (numpy arrays + labels) from any mo
 `latentcode`. Typical use::
 
     codes = LatentCodes.load("runs/hyla/codes/paper")  # written by `latentcode extract RUN`
-    print(decode_rules(codes).table())
+    table = decode_rules(codes).table()  # per layer: train/test/ood accuracy beside chance and majority
 """
 
 from probes.cluster import ClusteringResult, LayerClustering, class_vector, cluster_codes
