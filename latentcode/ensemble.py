@@ -210,7 +210,7 @@ class _EnsembleLoop:
 
     # ------------------------------------------------------------------------------------------ numerics
     def _member_forward(self, params: dict[str, Tensor], buffers: dict[str, Tensor], x: Tensor) -> Tensor:
-        return functional_call(self.base, (params, buffers), (x,))
+        return functional_call(self.base, (params, buffers), (x,), {"keep_last": self.task.n_readout})
 
     def _stacked_adam_state(self) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         exp_avg, exp_avg_sq = {}, {}

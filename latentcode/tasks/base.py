@@ -54,6 +54,8 @@ class Task(Protocol):
     d_in: int
     d_out: int
     seq_len: int
+    n_readout: int
+    """How many final positions the loss and metrics read; training runs the last block on those alone."""
 
     def compositions(self, split: str) -> np.ndarray: ...
 

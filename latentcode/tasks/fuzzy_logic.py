@@ -183,6 +183,7 @@ class FuzzyLogic:
         self.d_in = config.n_variables + 1
         self.d_out = 1
         self.seq_len = config.seq_len
+        self.n_readout = 1  # the query token
         self._comps = {**comps, "test": comps["train"]}
         self._bits = term_bits(config.n_variables)
         self._device_cache: dict[tuple[str, str], Tensor] = {}

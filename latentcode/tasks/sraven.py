@@ -132,6 +132,7 @@ class SRaven:
         self.d_in = config.n_values
         self.d_out = config.n_values
         self.seq_len = 9 * config.n_features
+        self.n_readout = config.n_features  # the query tokens of panel 9
         self._comps = {**comps, "test": comps["train"]}
         self._device_cache: dict[tuple[str, str], Tensor] = {}
 
