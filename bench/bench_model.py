@@ -140,6 +140,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS))
+    parser.add_argument("--tasks", nargs="+", default=["sraven", "fuzzy_logic"], help="part 2's tasks")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--steps", type=int, default=10, help="timed steps per trial (after warm-up)")
     parser.add_argument("--trials", type=int, default=3, help="trials per row; the best median is reported")
@@ -189,6 +190,8 @@ def main() -> None:
     print("\n| task | variant | steps/s, all outputs | steps/s, keep_last | target | ratio (keep_last) |")
     print("|---|---|---:|---:|---:|---:|")
     for (task_name, variant), target in TARGETS.items():
+        if variant not in args.variants or task_name not in args.tasks:
+            continue
         full, kept = (
             train_steps(task_name, variant, args.batch_size, args.steps * 2, args.trials, device, keep_last)
             for keep_last in (None, KEEP_LAST[task_name])
