@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import safetensors.torch
 import torch
 from safetensors import SafetensorError
+from safetensors.torch import load as load_safetensors
+from safetensors.torch import save as save_safetensors
 from torch import Tensor
 
 from latentcode._version import __version__
@@ -237,7 +238,7 @@ def save_model(model: torch.nn.Module, run_dir: str | os.PathLike, *, step: int)
     Returns:
         The checkpoint hash (sha256 of the file, first 16 hex characters).
     """
-    data = safetensors.torch.save(_tensors_for_save(model.state_dict()), metadata={"step": str(step)})
+    data = save_safetensors(_tensors_for_save(model.state_dict()), metadata={"step": str(step)})
     atomic_write_bytes(Path(run_dir) / MODEL_FILE, data)
     return _sha16(data)
 
@@ -247,7 +248,7 @@ def _read_safetensors(path: Path) -> tuple[dict[str, Tensor], dict[str, str], st
     _require_file(path)
     data = path.read_bytes()
     try:
-        tensors = safetensors.torch.load(data)
+        tensors = load_safetensors(data)
         header_len = int.from_bytes(data[:8], "little")
         metadata = json.loads(data[8 : 8 + header_len]).get("__metadata__", {})
     except (SafetensorError, ValueError) as e:
@@ -412,7 +413,7 @@ def save_checkpoint(
     names = _optimizer_param_names(model, optimizer)
     tensors, opt_meta = _flatten_optimizer(optimizer, names)
     state.model_hash = save_model(model, run_dir, step=state.step)
-    data = safetensors.torch.save(_tensors_for_save(tensors), metadata={"step": str(state.step)})
+    data = save_safetensors(_tensors_for_save(tensors), metadata={"step": str(state.step)})
     atomic_write_bytes(run_dir / TRAIN_STATE_FILE, data)
     meta = {"kind": TRAIN_STATE_KIND, "version": __version__, **dataclasses.asdict(state), "optimizer": opt_meta}
     atomic_write_json(run_dir / TRAIN_STATE_META_FILE, meta, indent=None)

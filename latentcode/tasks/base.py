@@ -78,6 +78,34 @@ class Task(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
+class CompositionalTask:
+    """What both tasks share: splits held as explicit composition lists in `self._comps`, keyed by split."""
+
+    splits: ClassVar[tuple[str, ...]]
+    _comps: dict[str, np.ndarray]
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{s}={len(self._comps[s])}" for s in self.splits)
+        return f"{type(self).__name__}({self.config}, compositions: {sizes})"  # type: ignore[attr-defined]
+
+    def compositions(self, split: str) -> np.ndarray:
+        """The split's compositions: int64 [n_compositions, parts], each row sorted indices of its parts (terms
+        for fuzzy logic, rules for SRAVEN). `test` returns the training compositions (its instances are fresh
+        draws of them).
+
+        Raises:
+            ValueError: `split` is not one of the task's splits.
+        """
+        check_split(split, self.splits)
+        return self._comps[split].copy()
+
+
+def check_split(split: str, splits: tuple[str, ...]) -> None:
+    """Raise a ValueError naming the valid splits unless `split` is one of them."""
+    if split not in splits:
+        raise ValueError(f"unknown split {split!r}; valid splits: {', '.join(splits)}")
+
+
 TASKS: dict[str, Callable[..., Task]] = {}
 
 

@@ -20,7 +20,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from latentcode.tasks.base import Batch, register_task
+from latentcode.tasks.base import Batch, CompositionalTask, check_split, register_task
 
 _MAX_COMPOSITIONS = 1_000_000
 _MASK64 = (1 << 64) - 1
@@ -146,7 +146,7 @@ def _generator(task_seed: int, split: str, seed: int | None, device: str | torch
 
 
 @register_task("fuzzy_logic")
-class FuzzyLogic:
+class FuzzyLogic(CompositionalTask):
     """Fuzzy-logic in-context regression with splits `train`, `test`, `ood` and `novel_terms` (spec §8.1).
 
     Batch layout: `x` [batch, seq_len, L + 1], each token concat(x_t, y_t), the query's y zeroed; `y` [batch]
@@ -188,21 +188,6 @@ class FuzzyLogic:
         self._bits = term_bits(config.n_variables)
         self._device_cache: dict[tuple[str, str], Tensor] = {}
 
-    def __repr__(self) -> str:
-        sizes = ", ".join(f"{s}={len(self._comps[s])}" for s in self.splits)
-        return f"FuzzyLogic({self.config}, compositions: {sizes})"
-
-    def compositions(self, split: str) -> np.ndarray:
-        """The split's compositions: int64 [n_compositions, n_terms], each row sorted term indices.
-
-        `test` returns the training compositions (its instances are fresh draws of them).
-
-        Raises:
-            ValueError: `split` is not one of `FuzzyLogic.splits`.
-        """
-        _check_split(split, self.splits)
-        return self._comps[split].copy()
-
     def sample(
         self,
         n: int,
@@ -234,7 +219,7 @@ class FuzzyLogic:
         """
         if n <= 0:
             raise ValueError(f"n={n} must be a positive integer")
-        _check_split(split, self.splits)
+        check_split(split, self.splits)
         if inputs not in _INPUTS:
             raise ValueError(f"inputs={inputs!r} is not one of {', '.join(_INPUTS)}")
         generator = _generator(self.config.seed, split, seed, device)
@@ -335,11 +320,6 @@ def _make_config(cls: type, params: dict[str, Any]) -> Any:
     if unknown:
         raise ValueError(f"unknown parameter(s) {unknown} for {cls.__name__}; valid: {', '.join(sorted(known))}")
     return cls(**params)
-
-
-def _check_split(split: str, splits: tuple[str, ...]) -> None:
-    if split not in splits:
-        raise ValueError(f"unknown split {split!r}; valid splits: {', '.join(splits)}")
 
 
 def _read_dict(

@@ -21,10 +21,9 @@ import torch.nn.functional as F
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from latentcode.tasks.base import Batch, register_task
+from latentcode.tasks.base import Batch, CompositionalTask, check_split, register_task
 from latentcode.tasks.fuzzy_logic import (
     _check_disjoint,
-    _check_split,
     _generator,
     _lookup,
     _make_config,
@@ -92,7 +91,7 @@ class SRavenConfig:
 
 
 @register_task("sraven")
-class SRaven:
+class SRaven(CompositionalTask):
     """SRAVEN with splits `train`, `test` and `ood` (spec §8.1).
 
     Batch layout (K = n_features, V = n_values): `x` float [batch, 9K, V], token K*p + k the one-hot value of
@@ -136,21 +135,6 @@ class SRaven:
         self._comps = {**comps, "test": comps["train"]}
         self._device_cache: dict[tuple[str, str], Tensor] = {}
 
-    def __repr__(self) -> str:
-        sizes = ", ".join(f"{s}={len(self._comps[s])}" for s in self.splits)
-        return f"SRaven({self.config}, compositions: {sizes})"
-
-    def compositions(self, split: str) -> np.ndarray:
-        """The split's rule multisets: int64 [n_compositions, n_features], each row sorted rule indices.
-
-        `test` returns the training compositions (its instances are fresh draws of them).
-
-        Raises:
-            ValueError: `split` is not one of `SRaven.splits`.
-        """
-        _check_split(split, self.splits)
-        return self._comps[split].copy()
-
     def sample(
         self,
         n: int,
@@ -182,7 +166,7 @@ class SRaven:
         """
         if n <= 0:
             raise ValueError(f"n={n} must be a positive integer")
-        _check_split(split, self.splits)
+        check_split(split, self.splits)
         n_features, n_values = self.config.n_features, self.config.n_values
         generator = _generator(self.config.seed, split, seed, device)
         rules = _lookup(self._on(split, device), _randint(len(self._comps[split]), (n,), generator, device))
