@@ -20,6 +20,7 @@ from latentcode.config import (
 from latentcode.ensemble import can_ensemble, train_ensemble
 from latentcode.extract import LatentCodes, codes_from_patterns, extract_latent_codes
 from latentcode.hypernetwork import hypernetwork_forward, value_network_weights
+from latentcode.interventions import InterventionResult, ablate, code_direction, site_mask, steer, transplant
 from latentcode.model import Transformer, build_model
 from latentcode.tasks import TASKS, Batch, FuzzyLogic, SRaven, Task, get_task, task_from_dict
 from latentcode.train import NonFiniteLossError, evaluate, train
@@ -32,6 +33,7 @@ __all__ = [
     "Batch",
     "CheckpointError",
     "FuzzyLogic",
+    "InterventionResult",
     "LatentCodes",
     "ModelConfig",
     "NonFiniteLossError",
@@ -41,8 +43,10 @@ __all__ = [
     "TrainConfig",
     "Transformer",
     "__version__",
+    "ablate",
     "build_model",
     "can_ensemble",
+    "code_direction",
     "codes_from_patterns",
     "decode_run",
     "demo",
@@ -56,9 +60,12 @@ __all__ = [
     "load_run",
     "model_config",
     "report_runs",
+    "site_mask",
+    "steer",
     "task_from_dict",
     "train",
     "train_config",
     "train_ensemble",
+    "transplant",
     "value_network_weights",
 ]
