@@ -414,6 +414,7 @@ def extract_latent_codes(
     key = torch.as_tensor(spec.key, device=run_device)
 
     rows: list[np.ndarray] = []
+    tokens: list[np.ndarray] = []  # raw inputs per row, for the input-only controls (probes.controls)
     row_splits: list[np.ndarray] = []
     raw: dict[str, list[np.ndarray]] = {}
     n_batches = sum(-(-n // batch_size) for _ in splits)
@@ -429,6 +430,7 @@ def extract_latent_codes(
                     out, cache = model.run_with_cache(x, names_filter=names)
                     sliced = torch.stack([_slice_views(cache[name], query, key) for name in names], dim=1)
                     rows.append(_rows(sliced.cpu()))
+                    tokens.append(np.repeat(x.float().cpu().numpy(), spec.n_views, axis=0))
                     raw.setdefault("prediction", []).append(task.predict(out).cpu().numpy())
                     bar.update(1)
                 for name, value in _batch_labels(task, batch).items():
@@ -462,6 +464,7 @@ def extract_latent_codes(
         codes=np.concatenate(rows),
         labels=_instance_labels(task, labels, spec),
         split=np.concatenate(row_splits),
+        inputs=np.concatenate(tokens),
         meta=meta,
     )
 

@@ -68,6 +68,8 @@ class LatentCodes:
         meta: JSON-serializable provenance: `task` ("sraven" | "fuzzy_logic"), `variant`, `positions`,
             `layers` (model layer of each entry of the layer axis), `checkpoint` (hash or None), `label` (the
             default label to decode), `n_classes`, `class_names`, `score_norm` (softmax | none | rms_head).
+        inputs: optional float32 [n, pos, d_in], the raw input tokens of each row's instance (what the
+            input-only and control-task probes of `probes.controls` read); None in files written before it.
 
     Example:
         >>> import numpy as np
@@ -87,6 +89,7 @@ class LatentCodes:
     labels: dict[str, np.ndarray]
     split: np.ndarray
     meta: dict[str, Any] = field(default_factory=dict)
+    inputs: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         codes = np.asarray(self.codes)
@@ -149,6 +152,14 @@ class LatentCodes:
         object.__setattr__(self, "split", split)
         object.__setattr__(self, "labels", labels)
         object.__setattr__(self, "meta", meta)
+        if self.inputs is not None:  # the raw tokens of each row's instance, for the input-only controls
+            inputs = np.asarray(self.inputs, dtype=np.float32)
+            if inputs.ndim < 2 or inputs.shape[0] != codes.shape[0] or not np.isfinite(inputs).all():
+                raise ValueError(
+                    f"inputs has shape {inputs.shape}; expected finite [{codes.shape[0]}, pos, d_in] (one row "
+                    "of raw tokens per row of codes) or None"
+                )
+            object.__setattr__(self, "inputs", inputs)
 
     def __repr__(self) -> str:
         labels = ", ".join(f"{k}{list(v.shape[1:])}" for k, v in self.labels.items())
@@ -317,6 +328,7 @@ class LatentCodes:
             labels={k: v[index] for k, v in self.labels.items()},
             split=self.split[index],
             meta=dict(self.meta),
+            inputs=None if self.inputs is None else self.inputs[index],
         )
 
     def save(self, path: str | os.PathLike) -> Path:
@@ -330,6 +342,8 @@ class LatentCodes:
         npz_path, json_path = _npz_and_json(path)
         npz_path.parent.mkdir(parents=True, exist_ok=True)
         arrays = {"codes": self.codes, "split": self.split}
+        if self.inputs is not None:
+            arrays["inputs"] = self.inputs
         arrays.update({_LABEL_PREFIX + k: v for k, v in self.labels.items()})
         _atomic_write(npz_path, lambda f: np.savez_compressed(f, **arrays))
         text = json.dumps(self.meta, indent=2, sort_keys=True, default=_json_default) + "\n"
@@ -374,7 +388,9 @@ class LatentCodes:
             ) from err
         labels = {k[len(_LABEL_PREFIX) :]: v for k, v in arrays.items() if k.startswith(_LABEL_PREFIX)}
         try:
-            return cls(codes=arrays["codes"], labels=labels, split=arrays["split"], meta=meta)
+            return cls(
+                codes=arrays["codes"], labels=labels, split=arrays["split"], meta=meta, inputs=arrays.get("inputs")
+            )
         except ValueError as err:
             raise ValueError(f"{npz_path}: {err}") from err
 
