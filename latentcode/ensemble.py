@@ -2,8 +2,9 @@
 
 The models are tiny, so one run leaves a GPU mostly idle; stacking the parameters of M runs and vmapping the
 forward pass trains them in about the time of one. Members share the architecture, task, step count and batch
-size, and may differ in seed, learning rate, warm-up and weight decay. Each member draws the same batches a
-single run of its seed would, keeps its own AdamW state, and writes a run directory in exactly the single-run
+size, and may differ in seed, learning rate, warm-up and weight decay. Each member draws the same batches and
+dropout masks a single run of its seed would (the masks are drawn outside vmap and replayed inside it), keeps
+its own AdamW state, and writes a run directory in exactly the single-run
 format, so `load_run`, `latentcode train --resume`, `latentcode eval` and every analysis treat it as any other
 run. Not here: mixture-of-experts variants (their routing has data-dependent shapes vmap cannot batch) and
 several processes (use `torchrun` with `train()` for one big model).
@@ -11,20 +12,24 @@ several processes (use `torchrun` with `train()` for one big model).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import logging
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
-from torch import Tensor
+import torch.nn.functional as F
+from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 from tqdm.auto import tqdm
 
+from latentcode.attention import MultiHeadAttention
 from latentcode.checkpoint import (
     Run,
     RunConfig,
@@ -195,6 +200,7 @@ class _EnsembleLoop:
         base.train()
         _plain_autograd(base)
         self.base = base
+        self.dropout = _DropoutReplay(base, self.cfg.batch_size, task, device, autocast=self.cfg.autocast)
         params, buffers = stack_module_state([m.model for m in members])
         self.params = {name: p.detach().clone().requires_grad_(True) for name, p in params.items()}
         self.buffers = buffers
@@ -205,12 +211,15 @@ class _EnsembleLoop:
         self.session_start = time.perf_counter()
         self.mark_time, self.mark_step, self.overhead_s = time.perf_counter(), start, 0.0
         self.sets = [eval_sets(m.task, m.cfg.eval_samples, m.cfg.seed, device) for m in members]
-        forward = vmap(self._member_forward, randomness="different")
+        # every random draw is made outside vmap (`_DropoutReplay`); one inside it would be an error
+        forward = vmap(self._member_forward, randomness="error")
         self.forward = torch.compile(forward) if self.cfg.compile and device.type == "cuda" else forward
 
     # ------------------------------------------------------------------------------------------ numerics
-    def _member_forward(self, params: dict[str, Tensor], buffers: dict[str, Tensor], x: Tensor) -> Tensor:
-        return functional_call(self.base, (params, buffers), (x,), {"keep_last": self.task.n_readout})
+    def _member_forward(self, params: dict[str, Tensor], buffers: dict[str, Tensor], x: Tensor,
+                        masks: list[Tensor]) -> Tensor:
+        with self.dropout.replaying(masks):
+            return functional_call(self.base, (params, buffers), (x,), {"keep_last": self.task.n_readout})
 
     def _stacked_adam_state(self) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         exp_avg, exp_avg_sq = {}, {}
@@ -249,10 +258,10 @@ class _EnsembleLoop:
         for member in self.members:
             data_seed, _ = step_seeds(member.cfg.seed, 0, step)
             batches.append(member.task.sample(self.cfg.batch_size, "train", seed=data_seed, device=self.device))
-        torch.manual_seed(step_seeds(sum(m.cfg.seed for m in self.members), len(self.members), step)[1])
+        masks = self.dropout.draw([step_seeds(m.cfg.seed, 0, step)[1] for m in self.members])
         xs = torch.stack([b.x for b in batches])
         with _autocast(self.device, self.cfg.autocast)():
-            outputs = self.forward(self.params, self.buffers, xs)
+            outputs = self.forward(self.params, self.buffers, xs, masks)
         losses = torch.stack([self.task.loss(out.float(), b) for out, b in zip(outputs, batches, strict=True)])
         names = list(self.params)
         grads = torch.autograd.grad(losses.sum(), [self.params[n] for n in names])
@@ -361,6 +370,95 @@ class _EnsembleLoop:
         finally:
             bar.close()
         return [Run.load(m.out, device=self.device) for m in self.members]
+
+
+class _ReplayedDropout(nn.Module):
+    """Stands in for an `nn.Dropout` of the vmapped model: multiplies by the next mask of the replay."""
+
+    def __init__(self, p: float, replay: _DropoutReplay) -> None:
+        super().__init__()
+        self.p = p
+        self.replay = [replay]  # in a list: not a submodule, not part of the state dict
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.replay[0].take("dropout", x, self.p) if self.training else x
+
+
+class _DropoutReplay:
+    """The dropout draws of one member's forward pass, made outside vmap and replayed inside it.
+
+    A single run seeds torch's global generator with its step's dropout seed and draws, in forward order, every
+    attention mask (`MultiHeadAttention.dropout_mask`) and residual dropout mask (`nn.Dropout`). vmap cannot give
+    each member its own generator, so the ensemble makes the same draws per member outside vmap: seed with the
+    member's dropout seed, draw the same shapes with the same ops in the same order, and stack. Inside the vmapped
+    forward, each dropout site takes its member's slice in turn. The order and shapes of the draws come from one
+    recording forward pass at start-up, so they follow the model code rather than a copy of it.
+    """
+
+    def __init__(self, base: Transformer, batch_size: int, task: Task, device: torch.device, *,
+                 autocast: bool) -> None:
+        self.device = device
+        self.sites: list[tuple[str, torch.nn.Module, tuple[int, ...], torch.dtype, float]] = []
+        self.queue: list[Tensor] | None = None
+        self.recording = False
+        for parent in list(base.modules()):
+            for name, child in list(parent.named_children()):
+                if isinstance(child, nn.Dropout):
+                    setattr(parent, name, _ReplayedDropout(child.p, self))
+        self.attention = [m for m in base.modules() if isinstance(m, MultiHeadAttention)]
+        for module in self.attention:
+            # an instance attribute shadows the method, on this private copy only
+            module.dropout_mask = functools.partial(self._attention_mask, module)
+        if not any(isinstance(m, _ReplayedDropout) for m in base.modules()) and not base.cfg.attn_dropout > 0:
+            return
+        self.recording = True
+        try:
+            with torch.no_grad(), _autocast(device, autocast)():
+                base(torch.zeros(batch_size, task.seq_len, task.d_in, device=device), keep_last=task.n_readout)
+        finally:
+            self.recording = False
+
+    def _attention_mask(self, module: MultiHeadAttention, pattern: Tensor) -> Tensor:
+        return self.take("attention", pattern, module.cfg.attn_dropout, module)
+
+    def take(self, kind: str, x: Tensor, p: float, module: torch.nn.Module | None = None) -> Tensor:
+        """Record a draw site (start-up), or replay its next mask (`attention`: the mask; `dropout`: x times it)."""
+        if self.recording:
+            self.sites.append((kind, module, tuple(x.shape), x.dtype, p))
+            return self._draw_site(len(self.sites) - 1)
+        if self.queue is None or not self.queue:
+            raise RuntimeError("the ensemble's forward pass drew more dropout masks than its recording pass")
+        mask = self.queue.pop(0)
+        return mask if kind == "attention" else x * mask
+
+    def _draw_site(self, index: int) -> Tensor:
+        kind, module, shape, dtype, p = self.sites[index]
+        if kind == "attention":
+            # the unbound method: the very op a single run uses, on a zero-memory stand-in for the pattern
+            stand_in = torch.empty((), dtype=dtype, device=self.device).expand(shape)
+            return MultiHeadAttention.dropout_mask(module, stand_in)
+        # F.dropout(ones) is the multiplier nn.Dropout applies (x * it equals F.dropout(x) bit for bit)
+        return F.dropout(torch.ones(shape, dtype=dtype, device=self.device), p, training=True)
+
+    def draw(self, seeds: list[int]) -> list[Tensor]:
+        """Every site's mask for each member: [members, *site shape] per site, member i seeded with seeds[i]."""
+        if not self.sites:
+            return []
+        per_member = []
+        for seed in seeds:
+            torch.manual_seed(seed)
+            per_member.append([self._draw_site(i) for i in range(len(self.sites))])
+        return [torch.stack(masks) for masks in zip(*per_member, strict=True)]
+
+    @contextlib.contextmanager
+    def replaying(self, masks: list[Tensor]) -> Iterator[None]:
+        self.queue = list(masks)
+        try:
+            yield
+            if self.queue:
+                raise RuntimeError(f"the ensemble's forward pass left {len(self.queue)} dropout masks unused")
+        finally:
+            self.queue = None
 
 
 def _plain_autograd(model: torch.nn.Module) -> None:

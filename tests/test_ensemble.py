@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import pytest
@@ -127,3 +128,25 @@ def test_members_may_hold_out_different_compositions(tmp_path):
     assert not (runs[0].task.compositions("ood") == runs[1].task.compositions("ood")).all()
     with pytest.raises(ValueError, match="one task, or one per member"):
         train_ensemble(mcfg, tasks[:1] * 3, cfgs, [tmp_path / "f0", tmp_path / "f1"], progress=False)
+
+
+@pytest.mark.parametrize(
+    "dropout",
+    [pytest.param(dict(attn_dropout=0.1), id="attn_dropout"),
+     pytest.param(dict(attn_dropout=0.1, dropout=0.1), id="attn_and_residual_dropout")],
+)
+def test_members_match_single_runs_with_dropout(tmp_path, dropout):
+    # each member draws its dropout masks from its own step seeds, exactly as the single run of its seed
+    task, mcfg, cfgs = _setup("hyla", **dropout)
+    cfgs = [dataclasses.replace(cfg, steps=4, warmup=1, eval_every=4, checkpoint_every=4, log_every=1) for cfg in cfgs]
+    runs = train_ensemble(mcfg, task, cfgs, [tmp_path / "e0", tmp_path / "e1"], progress=False)
+    no_dropout = dataclasses.replace(mcfg, attn_dropout=0.0, dropout=0.0)
+    for i, cfg in enumerate(cfgs):
+        single = train(mcfg, task, cfg, tmp_path / f"s{i}", progress=False)
+        without = train(no_dropout, task, cfg, tmp_path / f"n{i}", progress=False)
+        for (name, p), (_, q) in zip(runs[i].model.named_parameters(), single.model.named_parameters(), strict=True):
+            torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5, msg=f"member {i} parameter {name}")
+        losses = [[r["loss"] for r in run.metrics if r["split"] == "train"] for run in (runs[i], single, without)]
+        torch.testing.assert_close(losses[0], losses[1], rtol=1e-5, atol=0)
+        # the masks matter: the same run without dropout takes another path from the first step
+        assert losses[1][0] != pytest.approx(losses[2][0], rel=1e-3)
