@@ -50,12 +50,13 @@ def _add_extract_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="Run a trained model on fresh instances of its splits and save its latent codes (the "
         "normalized attention scores, hook_pattern) at the analysed query/key positions, with the ground-truth "
         "labels, to RUN/codes/<positions>.npz + .json. SRAVEN instances are drawn unpermuted, as in the paper.",
-        example="latentcode extract runs/demo/hyla --splits train,test,ood --n 2048 --positions all_features",
+        example="latentcode extract runs/demo/hyla --splits train,test,ood --n-samples 2048 --positions all_features",
     )
     parser.add_argument("run", metavar="RUN", type=Path, help="run directory")
     parser.add_argument("--splits", type=_csv, default=["train", "test", "ood"],
                         help="comma-separated splits (default: train,test,ood)")
-    parser.add_argument("--n", type=int, default=2048, help="instances per split (default: 2048)")
+    parser.add_argument("--n-samples", "--n", dest="n_samples", type=int, default=2048,
+                        help="instances per split (default: 2048; --n is the old spelling)")
     _add_positions(parser)
     parser.add_argument("--batch-size", type=int, default=512, help="instances per forward pass (default: 512)")
     parser.add_argument("--device", default="cpu", help="device for the model (default: cpu)")
@@ -68,7 +69,7 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     from latentcode.analysis import extract_run
     from latentcode.extract import LatentCodes
 
-    path = extract_run(args.run, splits=args.splits, n=args.n, positions=args.positions,
+    path = extract_run(args.run, splits=args.splits, n_samples=args.n_samples, positions=args.positions,
                        batch_size=args.batch_size, device=args.device, seed=args.seed, progress=args.progress)
     codes = LatentCodes.load(path)
     counts = ", ".join(f"{s} {int((codes.split == s).sum())}" for s in codes.splits)
@@ -84,21 +85,25 @@ def _add_decode_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="decode rules (or terms) from a run's codes with linear probes, per layer",
         description="Fit a linear probe (standardize + logistic regression) on the train-split codes of each layer "
         "(and of all layers together) and score it on the other splits, beside uniform chance and the "
-        "majority-class rate. Prints a table and writes RUN/codes/<positions>.decode.json. Needs "
-        "`latentcode extract RUN` first.",
+        "majority-class rate. Prints a table and writes RUN/codes/<positions>.decode.json. A run without codes "
+        "gets them extracted first, as `latentcode extract RUN` would (it says so).",
         example="latentcode decode runs/demo/hyla --positions paper",
     )
     parser.add_argument("run", metavar="RUN", type=Path, help="run directory")
     _add_positions(parser)
     parser.add_argument("--label", help="label to decode (default: rule for SRAVEN, terms for fuzzy logic)")
+    parser.add_argument("--device", default="cpu", help="device for the model if codes must be extracted (default: cpu)")
     _add_progress(parser)
     return parser
 
 
 def _cmd_decode(args: argparse.Namespace) -> int:
-    from latentcode.analysis import decode_run
+    from latentcode.analysis import codes_path, decode_run
 
-    result, path = decode_run(args.run, positions=args.positions, label=args.label, progress=args.progress)
+    if not codes_path(args.run, args.positions).is_file() and (args.run / "config.json").is_file():
+        _echo(f"{args.run} has no {args.positions} codes yet; extracting them first")
+    result, path = decode_run(args.run, positions=args.positions, label=args.label, device=args.device,
+                              progress=args.progress)
     _echo(result.table())
     _echo(f"\nwritten: {path}")
     return 0
@@ -149,7 +154,8 @@ def _add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("runs", metavar="RUN", type=Path, nargs="+", help="run directories")
     parser.add_argument("--out", type=Path, metavar="DIR",
-                        help="output folder (default: the run for one run, else the runs' common parent)")
+                        help="output folder (default: the run itself for one run; required for several runs, "
+                             "e.g. --out . for the current directory)")
     _add_positions(parser)
     parser.add_argument("--title", help="page title")
     parser.add_argument("--embed", choices=("umap", "pca"), default="umap", help="embedding (default: umap)")
@@ -189,8 +195,9 @@ def _add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="comma-separated variants (default: softmax,linear,hyla)")
     parser.add_argument("--preset", default=DEMO_SETTINGS["preset"], choices=("tiny", "small", "paper"),
                         help=f"model preset (default: {DEMO_SETTINGS['preset']}; tiny is a seconds-long smoke test)")
-    parser.add_argument("--n", type=int, default=DEMO_SETTINGS["n_codes"],
-                        help=f"instances per split whose codes are probed (default: {DEMO_SETTINGS['n_codes']})")
+    parser.add_argument("--n-samples", "--n", dest="n_samples", type=int, default=DEMO_SETTINGS["n_samples"],
+                        help=f"instances per split whose codes are probed (default: {DEMO_SETTINGS['n_samples']}; "
+                             "--n is the old spelling)")
     parser.add_argument("--embed", choices=("umap", "pca"), default="umap", help="embedding (default: umap)")
     parser.add_argument("--seed", type=int, default=0, help="seed of split, initialisation and data (default: 0)")
     parser.add_argument("--device", default="cpu", help="device (default: cpu)")
@@ -205,9 +212,9 @@ def _add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from latentcode.analysis import demo
 
-    if args.steps <= 0 or args.n <= 0:
-        raise ValueError(f"--steps={args.steps} and --n={args.n} must be positive integers")
-    result = demo(args.out, variants=args.variants, preset=args.preset, steps=args.steps, n_codes=args.n,
+    if args.steps <= 0 or args.n_samples <= 0:
+        raise ValueError(f"--steps={args.steps} and --n-samples={args.n_samples} must be positive integers")
+    result = demo(args.out, variants=args.variants, preset=args.preset, steps=args.steps, n_samples=args.n_samples,
                   seed=args.seed, device=args.device, embed_method=args.embed, threads=args.threads,
                   force=args.force, progress=args.progress)
     _echo(result.table())

@@ -21,6 +21,7 @@ import torch
 from latentcode.checkpoint import RunConfig, atomic_write_json, file_hash, load_run, read_metrics
 from latentcode.constants import CODES_DIR, CONFIG_FILE, FIGURES_DIR, MODEL_FILE
 from latentcode.extract import POSITIONS, LatentCodes, extract_latent_codes
+from probes._compat import renamed_kwargs
 from probes.decode import DecodingResult, decode_rules
 from probes.report import RunInput, build_report
 
@@ -102,11 +103,12 @@ def load_codes(run_dir: str | os.PathLike, positions: str = "paper") -> LatentCo
     return codes
 
 
+@renamed_kwargs(n="n_samples")
 def extract_run(
     run_dir: str | os.PathLike,
     *,
     splits: Sequence[str] = ("train", "test", "ood"),
-    n: int = 2048,
+    n_samples: int = 2048,
     positions: str = "paper",
     batch_size: int = 512,
     device: str = "cpu",
@@ -118,7 +120,7 @@ def extract_run(
     Args:
         run_dir: the run directory.
         splits: splits to draw instances from (decoding needs `train` and at least one other).
-        n: instances per split.
+        n_samples: instances per split.
         positions: 'paper' or 'all_features' (SRAVEN); see `latentcode.extract.resolve_positions`.
         batch_size: instances per forward pass.
         device: where the model runs.
@@ -136,7 +138,7 @@ def extract_run(
     _run_config(run_dir)
     run = load_run(run_dir, device=device)
     codes = extract_latent_codes(
-        run.model, run.task, tuple(splits), n, positions=positions, batch_size=batch_size, seed=seed,
+        run.model, run.task, tuple(splits), n_samples, positions=positions, batch_size=batch_size, seed=seed,
         checkpoint=run.checkpoint_hash, progress=progress,
     )
     meta = {**codes.meta, "run": str(run_dir), "step": run.step}
@@ -149,26 +151,35 @@ def decode_run(
     *,
     positions: str = "paper",
     label: str | None = None,
+    device: str = "cpu",
     progress: bool | None = None,
 ) -> tuple[DecodingResult, Path]:
     """Fit linear decoders on a run's train-split codes and score them on its other splits, per layer.
 
-    Writes the result as JSON next to the codes: `RUN/codes/<positions>.decode.json`.
+    Writes the result as JSON next to the codes: `RUN/codes/<positions>.decode.json`. A run without saved
+    codes gets them extracted first, with `extract_run`'s defaults (logged at INFO level).
 
     Args:
-        run_dir: the run directory (with codes from `latentcode extract`).
+        run_dir: the run directory.
         positions: which extraction to decode.
         label: the label to decode (default: the codes' own, `rule` or `terms`).
+        device: where the model runs if the codes must be extracted first.
         progress: progress bar (None: only on a terminal).
 
     Returns:
         (the `DecodingResult`, the JSON path).
 
     Raises:
-        FileNotFoundError: no run, or no codes yet.
+        FileNotFoundError: no run there.
         ValueError: codes of another task, NaN codes, no train rows or no evaluation rows, a single class in
             the train split.
     """
+    _check_positions(positions)
+    _run_config(run_dir)
+    if not codes_path(run_dir, positions).is_file():
+        logger.info("%s has no %s codes yet; extracting them first (`latentcode extract %s --positions %s`)",
+                    run_dir, positions, run_dir, positions)
+        extract_run(run_dir, positions=positions, device=device, progress=progress)
     codes = load_codes(run_dir, positions)
     result = decode_rules(codes, label=label, progress=progress)
     path = codes_path(run_dir, positions).with_suffix(".decode.json")
@@ -224,7 +235,7 @@ def figures_run(
     decoding = decode_rules(codes, progress=progress)
     figures: dict[str, Any] = {
         "decoding": decoding_figure(decoding),
-        "similarity": similarity_figure(rule_similarity(codes, layers="last")),
+        "similarity": similarity_figure(rule_similarity(codes, layer="last")),
         "code_heatmap": code_heatmap_figure(codes),
         embed_method: embedding_figure(embed_codes(codes, embed_method, "last", max_points=2000)),
     }
@@ -260,9 +271,10 @@ def _run_names(run_dirs: Sequence[Path]) -> list[str]:
     return [p.as_posix() for p in run_dirs]
 
 
+@renamed_kwargs(out="out_dir")
 def report_runs(
     run_dirs: Sequence[str | os.PathLike],
-    out: str | os.PathLike | None = None,
+    out_dir: str | os.PathLike | None = None,
     *,
     positions: str = "paper",
     title: str | None = None,
@@ -273,7 +285,7 @@ def report_runs(
 
     Args:
         run_dirs: run directories (runs without codes appear with a note on how to make them).
-        out: output folder (default: the run itself for one run, else the runs' common parent folder).
+        out_dir: output folder (default: the run itself for one run; several runs need one).
         positions: which extraction to analyse.
         title: page title.
         embed_method: 'umap' or 'pca'.
@@ -284,13 +296,18 @@ def report_runs(
 
     Raises:
         FileNotFoundError: a path is not a run, or none of the runs has codes.
-        ValueError: no runs, the same run twice, or codes of another task.
+        ValueError: no runs, the same run twice, several runs without `out_dir`, or codes of another task.
     """
     paths = [Path(p) for p in run_dirs]
     if not paths:
         raise ValueError("no runs given; pass one or more run directories")
     if len({p.resolve() for p in paths}) != len(paths):
         raise ValueError(f"a run is given twice: {[str(p) for p in paths]}")
+    if out_dir is None and len(paths) > 1:
+        raise ValueError(
+            f"{len(paths)} runs given but no output folder; pass out_dir= (CLI: --out DIR), e.g. --out . for "
+            "the current directory (latentcode writes only where it is told or into the one run it was given)"
+        )
     inputs: list[RunInput] = []
     for path, name in zip(paths, _run_names(paths), strict=True):
         config = _run_config(path)
@@ -306,10 +323,10 @@ def report_runs(
             f"none of the runs has {positions} codes; make them with `latentcode extract RUN --positions "
             f"{positions}` for each run first"
         )
-    if out is None:
-        out = paths[0] if len(paths) == 1 else Path(os.path.commonpath([p.resolve() for p in paths]))
+    if out_dir is None:
+        out_dir = paths[0]
     title = title or f"latentcode report: {', '.join(run.name for run in inputs)}"
-    return build_report(inputs, out, title=title, embed_method=embed_method, progress=progress)
+    return build_report(inputs, out_dir, title=title, embed_method=embed_method, progress=progress)
 
 
 # ----------------------------------------------------------------------------------------------------------- demo
@@ -379,15 +396,16 @@ DEMO_SETTINGS: dict[str, Any] = {
     "steps": 600,
     "batch_size": 128,
     "lr": 3e-3,
-    "n_codes": 1024,
+    "n_samples": 1024,
 }
 """What `demo` trains by default, sized for about five minutes on a 2-core CPU. SRAVEN's column permutation is
 off, so small models learn the rules within minutes (with it, they sit on a plateau for thousands of steps);
 the analyses draw unpermuted instances either way, as the paper's do."""
 
 
+@renamed_kwargs(out="out_dir", n_codes="n_samples")
 def demo(
-    out: str | os.PathLike = "runs/demo",
+    out_dir: str | os.PathLike = "runs/demo",
     *,
     variants: Sequence[str] = DEMO_VARIANTS,
     task: str = DEMO_SETTINGS["task"],
@@ -395,7 +413,7 @@ def demo(
     preset: str = DEMO_SETTINGS["preset"],
     steps: int = DEMO_SETTINGS["steps"],
     lr: float = DEMO_SETTINGS["lr"],
-    n_codes: int = DEMO_SETTINGS["n_codes"],
+    n_samples: int = DEMO_SETTINGS["n_samples"],
     seed: int = 0,
     device: str = "cpu",
     embed_method: str = "umap",
@@ -407,32 +425,32 @@ def demo(
 
     For SRAVEN, codes are extracted at both the paper's positions (last feature only: its rule label is skewed
     towards high rule indices) and `all_features` (every feature: balanced labels); the report analyses
-    `all_features`, and the table shows both. Finished runs in `out` are reused (pass `force=True` to train
+    `all_features`, and the table shows both. Finished runs in `out_dir` are reused (pass `force=True` to train
     again), so a second call only redoes the analyses.
 
     Args:
-        out: folder for the runs (`out/<variant>`), report.html, summary.json and demo.json.
+        out_dir: folder for the runs (`out_dir/<variant>`), report.html, summary.json and demo.json.
         variants: model variants to train.
         task: the task.
         task_params: task parameters (default: `DEMO_SETTINGS["task_params"]` for SRAVEN, none otherwise).
         preset: model preset.
         steps: training steps per model.
         lr: peak learning rate.
-        n_codes: instances per split whose codes are extracted.
+        n_samples: instances per split whose codes are extracted.
         seed: seed of the task split, initialisation and data.
         device: where to train and extract.
         embed_method: 'umap' or 'pca' for the report's embedding section.
         threads: torch CPU threads while the demo runs (restored afterwards; None keeps torch's setting). One
             is the default: these models are too small to gain from a second thread, and on a shared machine
             extra threads spin against other jobs.
-        force: retrain runs that already exist in `out`.
+        force: retrain runs that already exist in `out_dir`.
         progress: progress bars (None: only on a terminal).
 
     Returns:
         A `DemoResult`; `table()` is the comparison the CLI prints.
 
     Raises:
-        ValueError: unknown variants, task or preset, or an existing run in `out` trained with other settings
+        ValueError: unknown variants, task or preset, or an existing run in `out_dir` trained with other settings
             (pass `force=True`).
     """
     if threads is not None and threads <= 0:
@@ -441,14 +459,14 @@ def demo(
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        return _demo(out, variants, task, task_params, preset, steps, lr, n_codes, seed, device, embed_method, force,
+        return _demo(out_dir, variants, task, task_params, preset, steps, lr, n_samples, seed, device, embed_method, force,
                      progress)
     finally:
         torch.set_num_threads(previous)
 
 
 def _demo(out: str | os.PathLike, variants: Sequence[str], task: str, task_params: dict[str, Any] | None,
-          preset: str, steps: int, lr: float, n_codes: int, seed: int, device: str, embed_method: str, force: bool,
+          preset: str, steps: int, lr: float, n_samples: int, seed: int, device: str, embed_method: str, force: bool,
           progress: bool | None) -> DemoResult:
     from latentcode.config import model_config, train_config
     from latentcode.tasks import get_task
@@ -475,7 +493,7 @@ def _demo(out: str | os.PathLike, variants: Sequence[str], task: str, task_param
         tick = time.perf_counter()
         logger.info("demo: extracting %s codes (%s)", variant, ", ".join(positions))
         for where in positions:
-            extract_run(run_dir, n=n_codes, positions=where, device=device, seed=seed, progress=progress)
+            extract_run(run_dir, n_samples=n_samples, positions=where, device=device, seed=seed, progress=progress)
         timings["extract"] += time.perf_counter() - tick
         run_dirs.append(run_dir)
     tick = time.perf_counter()

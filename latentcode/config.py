@@ -57,8 +57,8 @@ class TrainConfig:
     """'auto' (cuda, then mps, then cpu), or any torch device string."""
     compile: bool = False
     """torch.compile the training step (CUDA only; extraction and hooks stay uncompiled)."""
-    autocast: bool = True
-    """bf16 autocast on CUDA; ignored on CPU."""
+    autocast: bool = False
+    """bf16 autocast of the forward pass on CUDA (off: float32, with TF32 matmuls on CUDA); ignored on CPU."""
 
     def __post_init__(self) -> None:
         positive = ("steps", "batch_size", "eval_every", "eval_samples", "log_every", "checkpoint_every")

@@ -21,6 +21,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 from transformer_lens import ActivationCache
 
+from probes._compat import renamed_kwargs
 from probes.codes import LatentCodes
 
 __all__ = [
@@ -340,11 +341,12 @@ def _task_meta(task: Any) -> dict[str, Any]:
     return {"label": None, "n_classes": None, "class_names": None}
 
 
+@renamed_kwargs(n="n_samples")
 def extract_latent_codes(
     model: torch.nn.Module,
     task: Any,
     splits: Sequence[str] = ("train", "test", "ood"),
-    n: int = 2048,
+    n_samples: int = 2048,
     *,
     positions: PositionsArg = "paper",
     layers: Sequence[int] | None = None,
@@ -354,7 +356,7 @@ def extract_latent_codes(
     checkpoint: str | None = None,
     progress: bool | None = None,
 ) -> LatentCodes:
-    """Run `model` on `n` fresh instances of each split and keep its latent codes at `positions`.
+    """Run `model` on `n_samples` fresh instances of each split and keep its latent codes at `positions`.
 
     Batches are generated on the device, run through `model.run_with_cache` with a `names_filter` that caches
     only the needed `hook_pattern`s, sliced to the chosen positions and moved to the CPU one batch at a time.
@@ -366,7 +368,7 @@ def extract_latent_codes(
             that maps the task's `x` to outputs `task.predict` understands).
         task: the task the model was trained on (with its splits).
         splits: which splits to draw from.
-        n: instances per split.
+        n_samples: instances per split.
         positions: 'paper', 'all_features' (SRAVEN) or explicit positions; see `resolve_positions`.
         layers: layers to keep (default: all).
         batch_size: instances per forward pass.
@@ -383,17 +385,17 @@ def extract_latent_codes(
         `term_bits`, `target`, `prediction`, `composition`, `instance`.
 
     Raises:
-        ValueError: an unknown split, positions or layers out of range, n or batch_size not positive.
+        ValueError: an unknown split, positions or layers out of range, n_samples or batch_size not positive.
 
     >>> from latentcode.model import build_model
     >>> from latentcode.tasks.sraven import SRaven
     >>> task = SRaven()
-    >>> codes = extract_latent_codes(build_model(task, "hyla", "tiny"), task, n=8, progress=False)
+    >>> codes = extract_latent_codes(build_model(task, "hyla", "tiny"), task, n_samples=8, progress=False)
     >>> codes.codes.shape, codes.splits
     ((24, 2, 4, 1, 2), ('train', 'test', 'ood'))
     """
-    if n <= 0 or batch_size <= 0:
-        raise ValueError(f"n={n} and batch_size={batch_size} must be positive integers")
+    if n_samples <= 0 or batch_size <= 0:
+        raise ValueError(f"n_samples={n_samples} and batch_size={batch_size} must be positive integers")
     if not splits:
         raise ValueError(f"splits is empty; pick some of {', '.join(task.splits)}")
     for split in splits:
@@ -417,15 +419,15 @@ def extract_latent_codes(
     tokens: list[np.ndarray] = []  # raw inputs per row, for the input-only controls (probes.controls)
     row_splits: list[np.ndarray] = []
     raw: dict[str, list[np.ndarray]] = {}
-    n_batches = sum(-(-n // batch_size) for _ in splits)
+    n_batches = sum(-(-n_samples // batch_size) for _ in splits)
     was_training = model.training
     model.eval()
     bar = tqdm(total=n_batches, desc="extract codes", unit="batch", disable=None if progress is None else not progress)
     try:
         with torch.no_grad():
             for split in splits:
-                batch = task.sample(n, split, seed=seed, device=run_device, unpermuted=True)
-                for start in range(0, n, batch_size):
+                batch = task.sample(n_samples, split, seed=seed, device=run_device, unpermuted=True)
+                for start in range(0, n_samples, batch_size):
                     x = batch.x[start : start + batch_size]
                     out, cache = model.run_with_cache(x, names_filter=names)
                     sliced = torch.stack([_slice_views(cache[name], query, key) for name in names], dim=1)
@@ -435,7 +437,7 @@ def extract_latent_codes(
                     bar.update(1)
                 for name, value in _batch_labels(task, batch).items():
                     raw.setdefault(name, []).append(value)
-                row_splits.append(np.full(n * spec.n_views, split))
+                row_splits.append(np.full(n_samples * spec.n_views, split))
     finally:
         bar.close()
         model.train(was_training)
@@ -444,7 +446,7 @@ def extract_latent_codes(
     sort_key = labels["rules"] if task.name == "sraven" else labels.get("terms")
     if sort_key is not None:
         labels["composition"] = _composition_ids(task, sort_key)
-    labels["instance"] = np.concatenate([np.arange(n) for _ in splits])
+    labels["instance"] = np.concatenate([np.arange(n_samples) for _ in splits])
     meta = {
         "task": task.name,
         "task_params": task.to_dict().get("params"),
@@ -456,7 +458,7 @@ def extract_latent_codes(
         "layers": chosen,
         "checkpoint": checkpoint,
         "splits": list(splits),
-        "n_per_split": n,
+        "n_per_split": n_samples,
         "seed": seed,
         **_task_meta(task),
     }

@@ -9,6 +9,7 @@ line in `cli.py`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import os
@@ -58,6 +59,9 @@ EVAL_CHUNK = 1024
 """Instances per forward pass during evaluation."""
 _RESUME_IGNORES = ("device", "compile")
 """TrainConfig fields that may change when a run is resumed (they do not change the numbers on CPU)."""
+_RESUME_KEEPS = ("autocast",)
+"""TrainConfig fields a resumed run keeps from its config.json whatever the request says: they change the numbers
+on CUDA, so a run keeps them from start to end (runs started before fp32 became the default resume in bf16)."""
 
 
 class NonFiniteLossError(ValueError):
@@ -182,8 +186,9 @@ def make_train_step(
 ) -> Callable[[Batch, float], StepOutput]:
     """One optimizer step as a function of (batch, learning rate).
 
-    On CUDA the forward pass runs under bf16 autocast (`cfg.autocast`) and, with `cfg.compile`, through
-    `torch.compile`; the model object itself stays uncompiled for evaluation and hooks.
+    On CUDA the forward pass runs in float32 with TF32 matmuls (`allow_tf32`), or under bf16 autocast with
+    `cfg.autocast`, and with `cfg.compile` through `torch.compile`; the model object itself stays uncompiled for
+    evaluation and hooks.
     """
     forward: Callable[[Tensor], Tensor] = model
     if cfg.compile and device.type == "cuda":
@@ -209,6 +214,15 @@ def make_train_step(
         return StepOutput(loss=loss.detach(), metrics=metrics)
 
     return step
+
+
+def allow_tf32(device: torch.device) -> None:
+    """Let float32 matmuls and convolutions on CUDA use TF32 tensor cores (float32 range and sums, 10-bit mantissa
+    products): the CUDA default of training (`TrainConfig.autocast` off). A process-wide torch setting; nothing
+    happens on other devices."""
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
 
 
 def _autocast(device: torch.device, enabled: bool) -> Callable[[], contextlib.AbstractContextManager]:
@@ -416,6 +430,26 @@ class _DeferredInterrupt:
             signal.signal(sig, previous)
 
 
+def kept_on_resume(out: Path, cfg: TrainConfig) -> TrainConfig:
+    """`cfg` with the `_RESUME_KEEPS` fields of the run in `out` (which must hold a config.json)."""
+    saved = RunConfig.load(out).train
+    kept = {name: getattr(saved, name) for name in _RESUME_KEEPS if getattr(saved, name) != getattr(cfg, name)}
+    if not kept:
+        return cfg
+    logger.warning("resuming %s with %s, as it was started (its %s): a run keeps these settings to the end", out,
+                   ", ".join(f"{k}={v}" for k, v in kept.items()), CONFIG_FILE)
+    return dataclasses.replace(cfg, **kept)
+
+
+def _deadline(time_limit: float | None) -> float | None:
+    """`time.monotonic()` value at which a `time_limit` (seconds from now) runs out; None for no limit."""
+    if time_limit is None:
+        return None
+    if not time_limit >= 0:
+        raise ValueError(f"time_limit={time_limit} must be a number of seconds >= 0 (or None for no limit)")
+    return time.monotonic() + time_limit
+
+
 # ------------------------------------------------------------------------------------------------- out dir
 def _prepare_out_dir(out: Path, run_cfg: RunConfig, *, resume: bool, force: bool) -> TrainState | None:
     """Decide what `out` holds: None for a fresh start, the last checkpoint's state for a resume.
@@ -429,7 +463,7 @@ def _prepare_out_dir(out: Path, run_cfg: RunConfig, *, resume: bool, force: bool
         return None
     if has_config and resume:
         saved = RunConfig.load(out)
-        diffs = saved.differences(run_cfg, ignore_train=_RESUME_IGNORES)
+        diffs = saved.differences(run_cfg, ignore_train=_RESUME_IGNORES + _RESUME_KEEPS)
         if diffs:
             raise ValueError(
                 f"cannot resume {out}: its {CONFIG_FILE} differs from the requested run ({'; '.join(diffs)}); "
@@ -461,6 +495,7 @@ def train(
     resume: bool = False,
     force: bool = False,
     progress: bool | None = None,
+    time_limit: float | None = None,
 ) -> Run:
     """Train a model on a task and write the run directory.
 
@@ -479,12 +514,17 @@ def train(
             is returned as is, an empty or missing directory starts a new run.
         force: delete the run in `out_dir` and start over.
         progress: show a progress bar (None: only on a terminal).
+        time_limit: wall-clock seconds from this call after which training writes a checkpoint and returns
+            between two steps (`Run.step` < `steps`; `resume=True` then continues exactly where it stopped).
+            None: no limit. One process only (not under torchrun).
 
     Returns:
-        The trained `Run` (model in eval mode on the training device).
+        The trained `Run` (model in eval mode on the training device), or the run as far as it got when
+        `time_limit` stopped it.
 
     Raises:
-        ValueError: invalid configs, `out_dir` holding another run, or a config mismatch on resume.
+        ValueError: invalid configs, `out_dir` holding another run, a config mismatch on resume, or a negative
+            `time_limit` (or one under torchrun).
         NonFiniteLossError: the loss became NaN/inf (the message names the step; the last good checkpoint is
             kept).
         KeyboardInterrupt: Ctrl-C, after writing a checkpoint.
@@ -497,7 +537,11 @@ def train(
             )
     if train_cfg.seed < 0:
         raise ValueError(f"seed={train_cfg.seed} must be a non-negative integer")
+    deadline = _deadline(time_limit)
     info = distributed.env_info()
+    if deadline is not None and info.enabled:
+        raise ValueError("time_limit works in one process only: under torchrun the processes could stop at "
+                         "different steps; stop a torchrun job with Ctrl-C and continue it with --resume")
     if train_cfg.batch_size % info.world_size:
         raise ValueError(
             f"batch_size={train_cfg.batch_size} is not divisible by the {info.world_size} processes; "
@@ -506,7 +550,7 @@ def train(
     device = resolve_device(train_cfg.device, local_rank=info.local_rank)
     info, owns_group = distributed.init(device.type)
     try:
-        return _train(model_cfg, task, train_cfg, Path(out_dir), device, info, resume, force, progress)
+        return _train(model_cfg, task, train_cfg, Path(out_dir), device, info, resume, force, progress, deadline)
     finally:
         if owns_group:
             distributed.shutdown()
@@ -522,9 +566,13 @@ def _train(
     resume: bool,
     force: bool,
     progress: bool | None,
+    deadline: float | None = None,
 ) -> Run:
     run_cfg = RunConfig(model=model_cfg, task=task, train=cfg)
     state = _prepare_out_dir(out, run_cfg, resume=resume, force=force)
+    if state is not None:
+        cfg = kept_on_resume(out, cfg)
+        run_cfg = RunConfig(model=model_cfg, task=task, train=cfg)
     distributed.barrier(info)  # everyone has read `out` before rank 0 changes it
     if state is not None and state.finished:
         logger.info("%s is already finished (step %d); nothing to do", out, state.step)
@@ -537,6 +585,7 @@ def _train(
             run_cfg.save(out)
     distributed.barrier(info)
 
+    allow_tf32(device)
     torch.manual_seed(cfg.seed)
     model = Transformer(model_cfg).to(device)
     optimizer = build_optimizer(model, cfg, device)
@@ -591,6 +640,11 @@ def _train(
                     _checkpoint_if_needed(loop, now=True)
                     logger.warning("interrupted at step %d; checkpoint in %s (continue with --resume)", step, out)
                     raise KeyboardInterrupt
+                if deadline is not None and step < cfg.steps and time.monotonic() >= deadline:
+                    _checkpoint_if_needed(loop, now=True)
+                    logger.warning("time limit reached at step %d of %d; checkpoint in %s (continue with --resume)",
+                                   step, cfg.steps, out)
+                    break
     finally:
         bar.close()
     distributed.barrier(info)

@@ -13,6 +13,7 @@ import numpy as np
 from sklearn.cluster import KMeans
 from sklearn.metrics import adjusted_mutual_info_score, adjusted_rand_score, silhouette_score
 
+from probes._compat import warn_renamed
 from probes.codes import LatentCodes, _class_labels, _jsonable
 from probes.decode import LayerChoice, _single_threaded
 
@@ -45,7 +46,7 @@ class ClusteringResult:
     Attributes:
         label: the label compared with ("rule"; for sets such as "terms", the whole composition).
         k: clusters per k-means fit.
-        n: rows clustered.
+        n_samples: rows clustered.
         splits: splits of the rows clustered.
         layers: one `LayerClustering` per layer group.
         params: n_init, random_state, silhouette_sample.
@@ -53,10 +54,16 @@ class ClusteringResult:
 
     label: str
     k: int
-    n: int
+    n_samples: int
     splits: list[str]
     layers: list[LayerClustering]
     params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        """Deprecated name of `n_samples`."""
+        warn_renamed("ClusteringResult.n", "ClusteringResult.n_samples")
+        return self.n_samples
 
     @property
     def layer_names(self) -> list[str]:
@@ -75,7 +82,7 @@ class ClusteringResult:
 
     def table(self) -> str:
         """Plain-text table of AMI, ARI and silhouettes per layer group."""
-        lines = [f"k-means (k={self.k}) on {self.n} rows ({', '.join(self.splits)}) vs {self.label!r}"]
+        lines = [f"k-means (k={self.k}) on {self.n_samples} rows ({', '.join(self.splits)}) vs {self.label!r}"]
         lines.append(f"{'layer':<8}{'AMI':>8}{'ARI':>8}{'silhouette':>12}{'sil. k-means':>14}")
         for r in self.layers:
             lines.append(
@@ -122,7 +129,7 @@ def cluster_codes(
     Args:
         codes: latent codes.
         label: label to compare with (default `codes.label`). Set labels count each composition as a class.
-        layers: "each+all" (default), "each", "all", "last", positions on the layer axis.
+        layers: "each+all" (default), "each", "all", "last", model layer numbers.
         k: clusters (default: `meta["n_classes"]` for the default 1-D label, i.e. the number of rules; else
             the number of distinct label values present).
         split: restrict to these split(s) (default: every row).
@@ -146,18 +153,18 @@ def cluster_codes(
         1.0
     """
     rows = codes.select(split=split) if split is not None else codes
-    if rows.n == 0:
+    if rows.n_samples == 0:
         raise ValueError(f"split={split!r} selects no rows (splits present: {list(codes.splits)})")
     name, ids, _ = class_vector(rows, label)
     if k is None:
         n_meta = codes.meta.get("n_classes")
-        k = int(n_meta) if name == codes.label and n_meta and codes.get_label(name).ndim == 1 else None
+        k = int(n_meta) if name == codes.label and n_meta and codes.label_values(name).ndim == 1 else None
         k = k or int(np.unique(ids).size)
-    if not 2 <= k <= rows.n:
-        raise ValueError(f"k={k} must be between 2 and the number of rows ({rows.n})")
+    if not 2 <= k <= rows.n_samples:
+        raise ValueError(f"k={k} must be between 2 and the number of rows ({rows.n_samples})")
     results = []
     for layer, positions in rows.layer_groups(layers):
-        X = rows.flat(positions)
+        X = rows._flat_axis(positions)
         kmeans = KMeans(n_clusters=k, n_init=n_init, random_state=random_state).fit(X)
         results.append(
             LayerClustering(
@@ -172,7 +179,7 @@ def cluster_codes(
     return ClusteringResult(
         label=name,
         k=k,
-        n=rows.n,
+        n_samples=rows.n_samples,
         splits=list(rows.splits),
         layers=results,
         params={"n_init": n_init, "random_state": random_state, "silhouette_sample": silhouette_sample},

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from probes._compat import warn_renamed
+
 logger = logging.getLogger(__name__)
 
 SPLITS: tuple[str, ...] = ("train", "test", "ood", "novel_terms")
@@ -53,11 +55,11 @@ def _npz_and_json(path: str | os.PathLike) -> tuple[Path, Path]:
 
 @dataclass(frozen=True, eq=False)
 class LatentCodes:
-    """Latent codes of `n` instances, with ground truth, split and provenance.
+    """Latent codes of `n_samples` instances, with ground truth, split and provenance.
 
     Attributes:
-        codes: float32 [n, layer, head, query, key]. The normalized attention scores (`hook_pattern`) at the
-            chosen positions: `layer` indexes the extracted layers (model layer `meta["layers"][i]`), `query`
+        codes: float32 [n_samples, layer, head, query, key]. The normalized attention scores (`hook_pattern`) at
+            the chosen positions: `layer` indexes the extracted layers (model layer `meta["layers"][i]`), `query`
             and `key` the chosen query and key positions (SRAVEN default: 1 query, 2 keys; fuzzy logic: 1, 1).
             Only softmax codes are probabilities; linear and HYLA codes are unbounded scores.
         labels: ground truth, every array with first axis `n`. SRAVEN: `rule` [n] (rule index of the analysed
@@ -79,9 +81,9 @@ class LatentCodes:
         ...     split=np.array(["train", "train", "ood", "ood"]),
         ...     meta={"task": "sraven", "n_classes": 8},
         ... )
-        >>> lc.n, lc.n_layers, lc.n_heads, lc.splits
+        >>> lc.n_samples, lc.n_layers, lc.n_heads, lc.splits
         (4, 2, 3, ('train', 'ood'))
-        >>> lc.flat().shape, lc.flat(layers=[1]).shape, lc.select(split="ood").n
+        >>> lc.flat().shape, lc.flat(layers=[1]).shape, lc.select(split="ood").n_samples
         ((4, 12), (4, 6), 2)
     """
 
@@ -170,12 +172,18 @@ class LatentCodes:
         )
 
     def __len__(self) -> int:
-        return self.n
+        return self.n_samples
+
+    @property
+    def n_samples(self) -> int:
+        """Number of instances (rows)."""
+        return int(self.codes.shape[0])
 
     @property
     def n(self) -> int:
-        """Number of instances (rows)."""
-        return int(self.codes.shape[0])
+        """Deprecated name of `n_samples`."""
+        warn_renamed("LatentCodes.n", "LatentCodes.n_samples")
+        return self.n_samples
 
     @property
     def n_layers(self) -> int:
@@ -221,12 +229,36 @@ class LatentCodes:
             return [str(x) for x in names]
         return [str(i) for i in range(n_classes or 0)]
 
+    def axis_positions(self, layers: int | Sequence[int]) -> list[int]:
+        """Positions on the layer axis of model layers `layers` (0-based model layer numbers, `layer_names`).
+
+        Raises:
+            ValueError: a layer that was not extracted (the message lists the layers that were).
+
+        Example:
+            >>> import numpy as np
+            >>> lc = LatentCodes(np.zeros((2, 2, 1, 1, 1)), {}, np.array(["train", "ood"]), {"layers": [1, 3]})
+            >>> lc.axis_positions([3, 1])
+            [1, 0]
+        """
+        wanted = [layers] if isinstance(layers, int | np.integer) else list(layers)
+        names = self.layer_names
+        positions = []
+        for layer in wanted:
+            if isinstance(layer, bool) or not isinstance(layer, int | np.integer) or int(layer) not in names:
+                raise ValueError(
+                    f"layers={layers!r}: {layer!r} is not an extracted model layer; these codes hold model "
+                    f"layers {names} (layers= takes model layer numbers, or 'last'/'all'/'each'/'each+all')"
+                )
+            positions.append(names.index(int(layer)))
+        return positions
+
     def layer_groups(self, layers: str | int | Sequence[int] = "each+all") -> list[tuple[str, list[int]]]:
         """Resolve a layer choice into named groups of positions on the layer axis.
 
         Args:
             layers: "each" (one group per layer), "all" (one group of every layer), "each+all" (both),
-                "last", a position on the layer axis, or a list of positions (one group each).
+                "last", a model layer number, or a list of model layer numbers (one group each).
 
         Returns:
             (name, positions) pairs. A single layer is named by its model layer (`layer_names`), e.g. "3";
@@ -237,6 +269,8 @@ class LatentCodes:
             >>> lc = LatentCodes(np.zeros((2, 2, 1, 1, 1)), {}, np.array(["train", "ood"]), {"layers": [1, 3]})
             >>> lc.layer_groups("each+all")
             [('1', [0]), ('3', [1]), ('all', [0, 1])]
+            >>> lc.layer_groups(3)
+            [('3', [1])]
         """
         names = self.layer_names
         each = [(str(names[i]), [i]) for i in range(self.n_layers)]
@@ -245,56 +279,51 @@ class LatentCodes:
             choices = {"each": each, "all": every, "each+all": each + every, "last": each[-1:]}
             if layers not in choices:
                 raise ValueError(
-                    f"layers={layers!r} is not a layer choice; use one of {list(choices)} or ints"
+                    f"layers={layers!r} is not a layer choice; use one of {list(choices)} or model layer numbers"
                 )
             return choices[layers]
-        positions = [layers] if isinstance(layers, int | np.integer) else list(layers)
-        if not positions:
-            raise ValueError("layers=[] selects nothing; pass 'each+all' or positions on the layer axis")
-        groups = []
-        for i in positions:
-            if not -self.n_layers <= int(i) < self.n_layers:
-                raise ValueError(
-                    f"layers={layers!r}: {i} is out of range for {self.n_layers} layers on the axis"
-                )
-            groups.append(each[int(i)])
-        return groups
+        if not isinstance(layers, int | np.integer) and not list(layers):
+            raise ValueError(f"layers=[] selects nothing; pass 'each+all' or model layer numbers from {names}")
+        return [each[i] for i in self.axis_positions(layers)]
 
-    def get_label(self, name: str | None = None) -> np.ndarray:
-        """The label array `name` (default: `self.label`).
+    def label_values(self, label: str | None = None) -> np.ndarray:
+        """The array of label `label` (default: `self.label`, the codes' default label).
 
         Raises:
             ValueError: the label does not exist (the message lists the labels that do).
         """
-        name = name or self.label
-        if name is None:
+        label = label or self.label
+        if label is None:
             raise ValueError(
                 "no label given and meta has neither 'label' nor a known 'task'; "
                 f"pass label= one of {sorted(self.labels)}"
             )
-        if name not in self.labels:
-            raise ValueError(f"label={name!r} is not in these codes; available labels: {sorted(self.labels)}")
-        return self.labels[name]
+        if label not in self.labels:
+            raise ValueError(f"label={label!r} is not in these codes; available labels: {sorted(self.labels)}")
+        return self.labels[label]
+
+    def get_label(self, name: str | None = None) -> np.ndarray:
+        """Deprecated name of `label_values`."""
+        warn_renamed("LatentCodes.get_label", "LatentCodes.label_values")
+        return self.label_values(name)
 
     def flat(self, layers: int | Sequence[int] | None = None) -> np.ndarray:
         """Codes as a feature matrix.
 
         Args:
-            layers: positions on the layer axis (0..n_layers-1, negative counts from the end) to keep; None
-                keeps every layer. See `layer_names` for the model layer of each position.
+            layers: model layer numbers (see `layer_names`) to keep; None keeps every extracted layer.
 
         Returns:
-            float32 [n, features], features = (layers, head, query, key) flattened in that order.
+            float32 [n_samples, features], features = (layers, head, query, key) flattened in that order.
         """
         codes = self.codes
         if layers is not None:
-            index = [layers] if isinstance(layers, int | np.integer) else list(layers)
-            for i in index:
-                if not -self.n_layers <= int(i) < self.n_layers:
-                    raise ValueError(
-                        f"layers={layers!r} is out of range for {self.n_layers} layers on the axis"
-                    )
-            codes = codes[:, index]
+            codes = codes[:, self.axis_positions(layers)]
+        return codes.reshape(codes.shape[0], -1)
+
+    def _flat_axis(self, positions: Sequence[int]) -> np.ndarray:
+        """`flat` by positions on the layer axis (what `layer_groups` returns), for the probes."""
+        codes = self.codes[:, list(positions)]
         return codes.reshape(codes.shape[0], -1)
 
     def select(
@@ -305,7 +334,7 @@ class LatentCodes:
         Raises:
             ValueError: an unknown split name or a mask of the wrong length.
         """
-        keep = np.ones(self.n, dtype=bool)
+        keep = np.ones(self.n_samples, dtype=bool)
         if split is not None:
             names = [split] if isinstance(split, str) else list(split)
             unknown = sorted(set(names) - set(SPLITS))
@@ -315,11 +344,11 @@ class LatentCodes:
         if mask is not None:
             mask = np.asarray(mask)
             if mask.dtype == bool:
-                if mask.shape != (self.n,):
-                    raise ValueError(f"mask has shape {mask.shape}; a boolean mask needs shape ({self.n},)")
+                if mask.shape != (self.n_samples,):
+                    raise ValueError(f"mask has shape {mask.shape}; a boolean mask needs shape ({self.n_samples},)")
                 keep &= mask
             else:
-                chosen = np.zeros(self.n, dtype=bool)
+                chosen = np.zeros(self.n_samples, dtype=bool)
                 chosen[mask.astype(int)] = True
                 keep &= chosen
         index = np.flatnonzero(keep)
@@ -348,7 +377,7 @@ class LatentCodes:
         _atomic_write(npz_path, lambda f: np.savez_compressed(f, **arrays))
         text = json.dumps(self.meta, indent=2, sort_keys=True, default=_json_default) + "\n"
         _atomic_write(json_path, lambda f: f.write(text.encode()))
-        logger.info("saved %d latent codes to %s", self.n, npz_path)
+        logger.info("saved %d latent codes to %s", self.n_samples, npz_path)
         return npz_path
 
     @classmethod
@@ -430,7 +459,7 @@ def _class_labels(codes: LatentCodes, name: str | None) -> tuple[str, np.ndarray
     so absent classes still count; other labels use the values they contain.
     """
     name = name or codes.label
-    y = codes.get_label(name)
+    y = codes.label_values(name)
     if y.ndim > 2:
         raise ValueError(
             f"label={name!r} has shape {y.shape}; class labels are [n] or sets of classes [n, K]"

@@ -24,12 +24,14 @@ from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
+from probes._compat import renamed_kwargs, warn_renamed
 from probes.codes import LatentCodes, _class_labels, _jsonable
+from probes.controls import Controls, control_columns, run_controls
 
 logger = logging.getLogger(__name__)
 
 LayerChoice = str | int | Sequence[int]
-"""'each+all' | 'each' | 'all' | 'last' | a position on the layer axis | a list of positions."""
+"""'each+all' | 'each' | 'all' | 'last' | a model layer number | a list of model layer numbers."""
 
 
 def _single_threaded(fn: Callable) -> Callable:
@@ -74,7 +76,7 @@ class Baseline:
     """What a decoder that ignores the codes scores on one evaluation split.
 
     Attributes:
-        n: rows in the split.
+        n_samples: rows in the split.
         chance: uniform guessing: 1 / n_classes (for sets of K classes: 1 / C(n_classes, K)).
         majority: the rate, on this split, of the training split's most frequent class (or set): what a
             decoder that learned only the label prior scores.
@@ -82,10 +84,16 @@ class Baseline:
             score here (an upper bound on constant answers, not achievable without seeing the split).
     """
 
-    n: int
+    n_samples: int
     chance: float
     majority: float
     best_constant: float
+
+    @property
+    def n(self) -> int:
+        """Deprecated name of `n_samples`."""
+        warn_renamed("Baseline.n", "Baseline.n_samples")
+        return self.n_samples
 
 
 @dataclass(frozen=True)
@@ -219,6 +227,8 @@ class DecodingResult:
         layers: one `LayerDecoding` per probe (each layer, then "all").
         terms: fuzzy logic: per-term F1 (`decode_terms`), else None.
         bits: fuzzy logic: ridge R² per latent bit (`ridge_bits`), else None.
+        controls: the input-only control and (SRAVEN) the control task, `probes.controls.Controls`; None when
+            the codes carry no `inputs` or `controls=False`.
     """
 
     task: str | None
@@ -232,6 +242,7 @@ class DecodingResult:
     terms: TermDecodingResult | None = None
     bits: BitRegressionResult | None = None
     params: dict[str, Any] = field(default_factory=dict)
+    controls: Controls | None = None
 
     @property
     def splits(self) -> list[str]:
@@ -281,7 +292,12 @@ class DecodingResult:
             ]
             for row in self.layers
         ]
+        if self.controls is not None:
+            extra_header, extra_rows = control_columns(self)
+            header, rows = header + extra_header, [r + e for r, e in zip(rows, extra_rows, strict=True)]
         lines.append(_grid(header, rows))
+        if self.controls is not None:
+            lines.append(f"controls: {self.controls.note}")
         for extra in (self.terms, self.bits):
             if extra is not None:
                 lines += ["", extra.table()]
@@ -314,8 +330,8 @@ def _train_rows(codes: LatentCodes) -> np.ndarray:
     return train
 
 
-def _eval_splits(codes: LatentCodes, eval_splits: str | Sequence[str] | None) -> list[str]:
-    if eval_splits is None:
+def _resolve_splits(codes: LatentCodes, splits: str | Sequence[str] | None) -> list[str]:
+    if splits is None:
         chosen = [s for s in codes.splits if s != "train"]
         if not chosen:
             raise ValueError(
@@ -323,16 +339,16 @@ def _eval_splits(codes: LatentCodes, eval_splits: str | Sequence[str] | None) ->
                 "test/ood/novel_terms rows: extract codes for those splits"
             )
         return chosen
-    chosen = [eval_splits] if isinstance(eval_splits, str) else list(eval_splits)
+    chosen = [splits] if isinstance(splits, str) else list(splits)
     if "train" in chosen:
         raise ValueError(
-            f"eval_splits={eval_splits!r} includes 'train', the split probes are fitted on (its in-sample "
+            f"splits={splits!r} includes 'train', the split probes are fitted on (its in-sample "
             "score is reported as train_accuracy); pass test/ood/novel_terms"
         )
     for split in chosen:
         if not (codes.split == split).any():
             raise ValueError(
-                f"eval_splits={eval_splits!r}: split {split!r} has no rows (splits present: {list(codes.splits)})"
+                f"splits={splits!r}: split {split!r} has no rows (splits present: {list(codes.splits)})"
             )
     return chosen
 
@@ -367,7 +383,7 @@ def _multiclass_baselines(y, train, masks, n_classes) -> tuple[Any, dict[str, Ba
     for split, mask in masks.items():
         _, eval_counts = np.unique(y[mask], return_counts=True)
         baselines[split] = Baseline(
-            n=int(mask.sum()),
+            n_samples=int(mask.sum()),
             chance=1.0 / n_classes,
             majority=float(np.mean(y[mask] == majority)),
             best_constant=float(eval_counts.max() / mask.sum()),
@@ -383,7 +399,7 @@ def _set_baselines(y, train, masks, n_classes) -> tuple[np.ndarray, dict[str, Ba
     for split, mask in masks.items():
         _, eval_counts = np.unique(sets[mask], axis=0, return_counts=True)
         baselines[split] = Baseline(
-            n=int(mask.sum()),
+            n_samples=int(mask.sum()),
             chance=1.0 / math.comb(n_classes, y.shape[1]),
             majority=float(np.mean((sets[mask] == majority).all(axis=1))),
             best_constant=float(eval_counts.max() / mask.sum()),
@@ -410,8 +426,8 @@ def _decode_sets(codes, name, y, names, groups, train, masks, probe_params, prog
     support = {s: indicator[m].sum(axis=0) for s, m in masks.items()}
     rows = []
     for g, (layer, positions) in enumerate(_progress(groups, f"probes {name}", progress)):
-        X = codes.flat(positions)
-        predicted = np.repeat(indicator[train][:1], codes.n, axis=0)
+        X = codes._flat_axis(positions)
+        predicted = np.repeat(indicator[train][:1], codes.n_samples, axis=0)
         for c in evaluated:
             probe = make_probe(**probe_params).fit(X[train], indicator[train, c])
             predicted[:, c] = probe.predict(X)
@@ -438,17 +454,19 @@ def _decode_sets(codes, name, y, names, groups, train, masks, probe_params, prog
     return rows, terms
 
 
+@renamed_kwargs(eval_splits="splits")
 @_single_threaded
 def decode_rules(
     codes: LatentCodes,
     label: str | None = None,
     layers: LayerChoice = "each+all",
     *,
-    eval_splits: str | Sequence[str] | None = None,
+    splits: str | Sequence[str] | None = None,
     C: float = 1.0,
     max_iter: int = 1000,
     random_state: int | None = 0,
     fuzzy_extras: bool = True,
+    controls: bool = True,
     progress: bool | None = None,
 ) -> DecodingResult:
     """Decode a ground-truth label from codes: fit on the train split, score on every evaluation split.
@@ -460,12 +478,13 @@ def decode_rules(
     Args:
         codes: latent codes with a `train` split and at least one evaluation split.
         label: label to decode (default `codes.label`: "rule" for SRAVEN, "terms" for fuzzy logic).
-        layers: "each+all" (default), "each", "all", "last", a position or positions on the layer axis.
-        eval_splits: splits to score (default: every split present other than train).
+        layers: "each+all" (default), "each", "all", "last", a model layer number or a list of them.
+        splits: splits to score (default: every split present other than train).
         C: inverse regularization strength of the logistic probes.
         max_iter: solver iterations.
         random_state: probe seed.
         fuzzy_extras: for fuzzy-logic codes also run `decode_terms` and `ridge_bits` when their labels exist.
+        controls: when the codes carry `inputs`, also fit the controls (`probes.controls.run_controls`).
         progress: show a progress bar (None: only on a terminal).
 
     Returns:
@@ -476,7 +495,7 @@ def decode_rules(
             the train split.
     """
     train = _train_rows(codes)
-    splits = _eval_splits(codes, eval_splits)
+    splits = _resolve_splits(codes, splits)
     masks = {s: codes.split == s for s in splits}
     name, y, classes, names = _class_labels(codes, label)
     groups = codes.layer_groups(layers)
@@ -498,7 +517,7 @@ def decode_rules(
         majority_name = names[int(np.flatnonzero(classes == majority)[0])]
         rows = []
         for layer, positions in _progress(groups, f"decoding {name}", progress):
-            X = codes.flat(positions)
+            X = codes._flat_axis(positions)
             probe = make_probe(**probe_params).fit(X[train], y[train])
             accuracy, macro, confusion = {}, {}, {}
             for split, mask in masks.items():
@@ -512,10 +531,10 @@ def decode_rules(
     if fuzzy_extras and codes.task == "fuzzy_logic":
         if terms is None and "terms" in codes.labels:
             terms = decode_terms(
-                codes, "terms", layers, eval_splits=splits, progress=progress, **probe_params
+                codes, "terms", layers, splits=splits, progress=progress, **probe_params
             )
         if "term_bits" in codes.labels:
-            bits = ridge_bits(codes, layers=layers, eval_splits=splits)
+            bits = ridge_bits(codes, layers=layers, splits=splits)
     return DecodingResult(
         task=codes.task,
         label=name,
@@ -528,16 +547,20 @@ def decode_rules(
         terms=terms,
         bits=bits,
         params=params,
+        controls=run_controls(codes, name, layers, progress=progress, **probe_params)
+        if controls and codes.inputs is not None
+        else None,
     )
 
 
+@renamed_kwargs(eval_splits="splits")
 @_single_threaded
 def decode_terms(
     codes: LatentCodes,
     label: str = "terms",
     layers: LayerChoice = "each+all",
     *,
-    eval_splits: str | Sequence[str] | None = None,
+    splits: str | Sequence[str] | None = None,
     C: float = 1.0,
     max_iter: int = 1000,
     random_state: int | None = 0,
@@ -551,7 +574,7 @@ def decode_terms(
     Args:
         codes: fuzzy-logic codes with a `terms` [n, K] label.
         label: the set label (default "terms").
-        layers, eval_splits, C, max_iter, random_state, progress: as in `decode_rules`.
+        layers, splits, C, max_iter, random_state, progress: as in `decode_rules`.
 
     Returns:
         A `TermDecodingResult`.
@@ -561,7 +584,7 @@ def decode_terms(
     """
     _require_task(codes, "fuzzy_logic", "decode_terms")
     train = _train_rows(codes)
-    splits = _eval_splits(codes, eval_splits)
+    splits = _resolve_splits(codes, splits)
     masks = {s: codes.split == s for s in splits}
     name, y, _, names = _class_labels(codes, label)
     if y.ndim != 2:
@@ -577,7 +600,7 @@ def decode_terms(
 def _composition_groups(codes: LatentCodes, groups: str | None) -> np.ndarray:
     for key in [groups] if groups else ["composition", "terms", "term_bits"]:
         if key in codes.labels:
-            values = codes.labels[key].reshape(codes.n, -1)
+            values = codes.labels[key].reshape(codes.n_samples, -1)
             if key == "terms":
                 values = np.sort(values, axis=1)
             return np.unique(values, axis=0, return_inverse=True)[1].ravel()
@@ -594,6 +617,7 @@ def _r2_per_column(y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
         return np.where(total > 0, 1.0 - residual / total, np.nan)
 
 
+@renamed_kwargs(eval_splits="splits")
 @_single_threaded
 def ridge_bits(
     codes: LatentCodes,
@@ -603,7 +627,7 @@ def ridge_bits(
     alpha: float = 1.0,
     n_folds: int = 5,
     groups: str | None = None,
-    eval_splits: str | Sequence[str] | None = None,
+    splits: str | Sequence[str] | None = None,
 ) -> BitRegressionResult:
     """Fuzzy logic, the reference code's metric: ridge regression from codes to each latent bit, as R².
 
@@ -619,7 +643,7 @@ def ridge_bits(
         alpha: ridge strength (reference: 1.0).
         n_folds: GroupKFold folds (fewer when there are fewer compositions).
         groups: label naming each row's composition (default: `composition`, else derived from `terms`).
-        eval_splits: as in `decode_rules`.
+        splits: as in `decode_rules`.
 
     Returns:
         A `BitRegressionResult`.
@@ -629,8 +653,8 @@ def ridge_bits(
     """
     _require_task(codes, "fuzzy_logic", "ridge_bits")
     train = _train_rows(codes)
-    splits = _eval_splits(codes, eval_splits)
-    bits = codes.get_label(label).reshape(codes.n, -1).astype(np.float64)
+    splits = _resolve_splits(codes, splits)
+    bits = codes.label_values(label).reshape(codes.n_samples, -1).astype(np.float64)
     shape = codes.labels[label].shape[1:]
     if len(shape) == 2:
         bit_names = [f"term {k} bit {b}" for k in range(shape[0]) for b in range(shape[1])]
@@ -647,7 +671,7 @@ def ridge_bits(
     r2_cv = np.full((len(layer_groups), bits.shape[1]), np.nan)
     r2 = {s: np.full_like(r2_cv, np.nan) for s in splits}
     for g, (_, positions) in enumerate(layer_groups):
-        X = codes.flat(positions).astype(np.float64)
+        X = codes._flat_axis(positions).astype(np.float64)
         ridge = Ridge(alpha=alpha, fit_intercept=True)
         out_of_fold = cross_val_predict(
             ridge, X[train], bits[train], groups=composition, cv=GroupKFold(folds)

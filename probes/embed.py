@@ -16,6 +16,7 @@ import numpy as np
 from sklearn.decomposition import PCA
 from sklearn.neighbors import NearestNeighbors
 
+from probes._compat import warn_renamed
 from probes.codes import LatentCodes, _jsonable
 from probes.decode import _single_threaded
 
@@ -49,27 +50,33 @@ class Embedding:
     params: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def n(self) -> int:
+    def n_samples(self) -> int:
         """Number of points."""
         return int(self.coords.shape[0])
+
+    @property
+    def n(self) -> int:
+        """Deprecated name of `n_samples`."""
+        warn_renamed("Embedding.n", "Embedding.n_samples")
+        return self.n_samples
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict (coordinates included)."""
         return _jsonable(asdict(self))
 
 
-def subsample(n: int, max_points: int | None, random_state: int = 0) -> np.ndarray:
-    """Sorted row indices: all `n` rows, or a seeded uniform subsample of `max_points` of them.
+def subsample(n_samples: int, max_points: int | None, random_state: int = 0) -> np.ndarray:
+    """Sorted row indices: all `n_samples` rows, or a seeded uniform subsample of `max_points` of them.
 
     Example:
         >>> subsample(5, None).tolist(), subsample(1000, 10).size
         ([0, 1, 2, 3, 4], 10)
     """
-    if max_points is None or n <= max_points:
-        return np.arange(n)
+    if max_points is None or n_samples <= max_points:
+        return np.arange(n_samples)
     if max_points < 1:
         raise ValueError(f"max_points={max_points} must be >= 1 (or None for every row)")
-    return np.sort(np.random.default_rng(random_state).choice(n, size=max_points, replace=False))
+    return np.sort(np.random.default_rng(random_state).choice(n_samples, size=max_points, replace=False))
 
 
 def _umap(
@@ -119,7 +126,7 @@ def embed_codes(
     Args:
         codes: latent codes.
         method: "umap" (non-linear, neighbourhood-preserving) or "pca" (linear, exact).
-        layer: "last" (default; the paper's Fig. 5B uses the final layer), "all", or a position on the layer axis.
+        layer: "last" (default; the paper's Fig. 5B uses the final layer), "all", or a model layer number.
         split: restrict to these split(s) (default: every row).
         max_points: embed at most this many rows, a seeded uniform subsample (None: every row). UMAP on 3,000
             rows takes seconds; on 20,000 about a minute on 2 cores.
@@ -147,14 +154,12 @@ def embed_codes(
         np.flatnonzero(np.isin(codes.split, [split] if isinstance(split, str) else split)) if split else None
     )
     if rows is None:
-        rows = np.arange(codes.n)
+        rows = np.arange(codes.n_samples)
     if rows.size < 3:
         raise ValueError(f"split={split!r} selects {rows.size} rows; an embedding needs at least 3")
     rows = rows[subsample(rows.size, max_points, 0 if random_state is None else random_state)]
-    ((layer_name, positions),) = (
-        codes.layer_groups(layer) if isinstance(layer, str) else codes.layer_groups([layer])
-    )
-    X = codes.flat(positions)[rows].astype(np.float64)
+    ((layer_name, positions),) = codes.layer_groups(layer if isinstance(layer, str) else [layer])
+    X = codes._flat_axis(positions)[rows].astype(np.float64)
     if standardize:
         X = (X - X.mean(axis=0)) / np.where(X.std(axis=0) > 0, X.std(axis=0), 1.0)
     params: dict[str, Any] = {

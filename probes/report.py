@@ -88,7 +88,7 @@ class RunAnalysis:
             "variant": run.variant,
             "task": run.codes.task if run.codes is not None else None,
             "summary": run.summary,
-            "n_codes": run.codes.n if run.codes is not None else 0,
+            "n_samples": run.codes.n_samples if run.codes is not None else 0,
             "meta": run.codes.meta if run.codes is not None else None,
         }
         for key in ("decoding", "clustering", "similarity", "topographic"):
@@ -98,7 +98,7 @@ class RunAnalysis:
             out["embedding"] = {
                 "method": self.embedding.method,
                 "layer": self.embedding.layer,
-                "n": self.embedding.n,
+                "n_samples": self.embedding.n_samples,
                 "params": self.embedding.params,
             }
         out["errors"] = self.errors
@@ -126,7 +126,7 @@ def analyse_run(
     steps = {
         "decoding": lambda: decode_rules(codes, random_state=random_state, progress=progress),
         "clustering": lambda: cluster_codes(codes, random_state=random_state),
-        "similarity": lambda: rule_similarity(codes, layers="last"),
+        "similarity": lambda: rule_similarity(codes, layer="last"),
         "topographic": lambda: topographic_similarity(codes, random_state=random_state),
         # 200 epochs (umap's own choice above 10,000 rows) keep a report of several runs to seconds per run
         "embedding": lambda: embed_codes(
@@ -347,7 +347,7 @@ def build_report(
                 topo = a.topographic
                 page.pre(
                     "topographic similarity (Spearman ρ between code distances and "
-                    f"{topo.distance} distances of {topo.assignment!r}, {topo.n_pairs} pairs): "
+                    f"{topo.distance} distances of {topo.label!r}, {topo.n_pairs} pairs): "
                     + ", ".join(f"layer {n}: {r:.3f}" for n, r in zip(topo.layers, topo.rho, strict=True))
                 )
 

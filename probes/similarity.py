@@ -13,6 +13,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy.stats import rankdata
 
+from probes._compat import renamed_kwargs, warn_renamed
 from probes.codes import LatentCodes, _class_labels, _jsonable
 from probes.decode import LayerChoice, _single_threaded
 
@@ -55,12 +56,12 @@ def class_means(
     rows = codes.select(split=split) if split is not None else codes
     name, y, classes, names = _class_labels(rows, label)
     if y.ndim == 2:
-        member = np.zeros((rows.n, len(classes)), dtype=bool)
+        member = np.zeros((rows.n_samples, len(classes)), dtype=bool)
         np.put_along_axis(member, y, True, axis=1)
     else:
         member = y[:, None] == classes[None, :]
     counts = member.sum(axis=0)
-    flat = rows.codes.reshape(rows.n, -1).astype(np.float64)
+    flat = rows.codes.reshape(rows.n_samples, -1).astype(np.float64)
     with np.errstate(all="ignore"):
         means = (member.T.astype(np.float64) @ flat) / counts[:, None]
     means = means.reshape(len(classes), *rows.codes.shape[1:])
@@ -100,11 +101,12 @@ class RuleSimilarity:
         ]
 
 
+@renamed_kwargs(layers="layer")
 @_single_threaded
 def rule_similarity(
     codes: LatentCodes,
     label: str | None = None,
-    layers: str | int = "all",
+    layer: str | int = "all",
     *,
     split: str | list[str] | None = None,
     center: bool = False,
@@ -114,7 +116,7 @@ def rule_similarity(
     Args:
         codes: latent codes.
         label: label to group by (default `codes.label`; for fuzzy-logic `terms`, rows containing each term).
-        layers: "all" (default), "last", or a position on the layer axis.
+        layer: "all" (default), "last", or a model layer number.
         split: restrict to these split(s) (default: every row).
         center: subtract the mean code over all rows first (softmax codes are positive, so uncentered cosines
             are all high; centering shows how each rule departs from the average code).
@@ -122,14 +124,12 @@ def rule_similarity(
     Returns:
         A `RuleSimilarity`.
     """
-    ((layer, positions),) = (
-        codes.layer_groups(layers) if isinstance(layers, str) else codes.layer_groups([layers])
-    )
+    ((layer, positions),) = codes.layer_groups(layer if isinstance(layer, str) else [layer])
     means = class_means(codes, label, split)
     flat = means.means[:, positions].reshape(len(means.class_names), -1)
     if center:
         rows = codes.select(split=split) if split is not None else codes
-        flat = flat - rows.flat(positions).astype(np.float64).mean(axis=0)
+        flat = flat - rows._flat_axis(positions).astype(np.float64).mean(axis=0)
     norms = np.linalg.norm(flat, axis=1, keepdims=True)
     with np.errstate(all="ignore"):
         unit = flat / norms
@@ -142,7 +142,7 @@ class TopographicResult:
     """Spearman correlation between code distances and rule-assignment distances over pairs of rows.
 
     Attributes:
-        assignment: the label defining rule assignments (`rules` or `terms`).
+        label: the label defining rule assignments (`rules` or `terms`).
         distance: "hamming" (positions that differ) or "symmetric_difference" (size of the set difference).
         metric: code distance ("euclidean" or "cosine").
         layers: layer group names.
@@ -152,7 +152,7 @@ class TopographicResult:
         n_permutations: permutations behind the p-values.
     """
 
-    assignment: str
+    label: str
     distance: str
     metric: str
     layers: list[str]
@@ -160,6 +160,12 @@ class TopographicResult:
     p_value: np.ndarray | None
     n_pairs: int
     n_permutations: int
+
+    @property
+    def assignment(self) -> str:
+        """Deprecated name of `label`."""
+        warn_renamed("TopographicResult.assignment", "TopographicResult.label")
+        return self.label
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict."""
@@ -181,10 +187,11 @@ def _spearman(ranked_x: np.ndarray, y: np.ndarray) -> float:
     return float(np.corrcoef(ranked_x, ranked_y)[0, 1])
 
 
+@renamed_kwargs(assignment="label")
 @_single_threaded
 def topographic_similarity(
     codes: LatentCodes,
-    assignment: str | None = None,
+    label: str | None = None,
     layers: LayerChoice = "each+all",
     *,
     distance: Literal["hamming", "symmetric_difference"] | None = None,
@@ -198,7 +205,7 @@ def topographic_similarity(
 
     Args:
         codes: latent codes.
-        assignment: label of rule assignments (default: `rules` for SRAVEN, `terms` for fuzzy logic).
+        label: the label of rule assignments (default: `rules` for SRAVEN, `terms` for fuzzy logic).
         layers: as in `probes.decode_rules`.
         distance: assignment distance (default: Hamming between SRAVEN `rules` tuples; for fuzzy logic, the size
             of the symmetric difference of the term sets).
@@ -213,36 +220,36 @@ def topographic_similarity(
         A `TopographicResult`.
 
     Raises:
-        ValueError: an unknown assignment label, distance or metric, or fewer than 3 rows.
+        ValueError: an unknown label, distance or metric, or fewer than 3 rows.
     """
     if metric not in ("euclidean", "cosine"):
         raise ValueError(f"metric={metric!r}; choose 'euclidean' or 'cosine'")
     rows = codes.select(split=split) if split is not None else codes
-    if rows.n < 3:
-        raise ValueError(f"split={split!r} selects {rows.n} rows; topographic similarity needs at least 3")
+    if rows.n_samples < 3:
+        raise ValueError(f"split={split!r} selects {rows.n_samples} rows; topographic similarity needs at least 3")
     fuzzy = codes.task == "fuzzy_logic"
-    assignment = assignment or ("terms" if fuzzy else "rules")
-    values = rows.get_label(assignment).reshape(rows.n, -1)
+    label = label or ("terms" if fuzzy else "rules")
+    values = rows.label_values(label).reshape(rows.n_samples, -1)
     distance = distance or ("symmetric_difference" if fuzzy else "hamming")
     if distance == "symmetric_difference":
         if values.dtype.kind not in "iu":
             raise ValueError(
-                f"assignment={assignment!r} must hold integer class ids for symmetric_difference"
+                f"label={label!r} must hold integer class ids for symmetric_difference"
             )
-        member = np.zeros((rows.n, int(values.max()) + 1), dtype=np.int8)
+        member = np.zeros((rows.n_samples, int(values.max()) + 1), dtype=np.int8)
         np.put_along_axis(member, values.astype(np.int64), 1, axis=1)
         values = member
     elif distance != "hamming":
         raise ValueError(f"distance={distance!r}; choose 'hamming' or 'symmetric_difference'")
     rng = np.random.default_rng(random_state)
-    i, j = _pairs(rows.n, n_pairs, rng)
+    i, j = _pairs(rows.n_samples, n_pairs, rng)
     rule_distance = (values[i] != values[j]).sum(axis=1)
-    permutations = [rng.permutation(rows.n) for _ in range(n_permutations)]
+    permutations = [rng.permutation(rows.n_samples) for _ in range(n_permutations)]
     groups = rows.layer_groups(layers)
     rho = np.full(len(groups), np.nan)
     p_value = np.full(len(groups), np.nan) if n_permutations else None
     for g, (_, positions) in enumerate(groups):
-        X = rows.flat(positions).astype(np.float64)
+        X = rows._flat_axis(positions).astype(np.float64)
         if metric == "cosine":
             X = X / np.where(
                 np.linalg.norm(X, axis=1, keepdims=True) > 0, np.linalg.norm(X, axis=1, keepdims=True), 1
@@ -253,7 +260,7 @@ def topographic_similarity(
             null = [_spearman(ranked, (values[p[i]] != values[p[j]]).sum(axis=1)) for p in permutations]
             p_value[g] = (1 + np.sum(np.asarray(null) >= rho[g])) / (1 + n_permutations)
     return TopographicResult(
-        assignment=assignment,
+        label=label,
         distance=distance,
         metric=metric,
         layers=[name for name, _ in groups],

@@ -21,6 +21,7 @@ from latentcode.config import model_config, train_config
 from latentcode.extract import LatentCodes, extract_latent_codes
 from latentcode.tasks import get_task
 from latentcode.train import train
+from probes.decode import decode_rules
 
 # A tiny HYLA model on two-feature, unpermuted SRAVEN learns enough in 600 steps (about 15 s on one core) for
 # its last layer's OOD codes to decode each feature's rule well above the majority-class rate (measured: 0.19
@@ -48,7 +49,7 @@ def trained_run(tmp_path_factory, one_thread):
     run_dir = tmp_path_factory.mktemp("runs") / "hyla"
     train(model_config(task, "hyla", "tiny"), task, cfg, run_dir, progress=False)
     for positions in ("paper", "all_features"):
-        analysis.extract_run(run_dir, n=N_CODES, positions=positions, progress=False)
+        analysis.extract_run(run_dir, n_samples=N_CODES, positions=positions, progress=False)
     return run_dir
 
 
@@ -168,11 +169,20 @@ def _error(capsys) -> str:
     return " ".join(capsys.readouterr().err.split())
 
 
-def test_decode_without_codes_names_the_command_that_makes_them(run_copy, cli, capsys):
+def test_decode_without_codes_extracts_them_first(run_copy, cli, capsys):
     shutil.rmtree(run_copy / "codes")
-    assert cli(["decode", str(run_copy)]) == 2
-    err = _error(capsys)
-    assert err.startswith("error: no latent codes") and f"latentcode extract {run_copy}" in err
+    assert cli(["decode", str(run_copy), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert f"{run_copy} has no paper codes yet; extracting them first" in out
+    codes = analysis.load_codes(run_copy, "paper")
+    assert codes.n_samples == 3 * 2048 and codes.splits == ("train", "test", "ood")  # extract_run's defaults
+    written = json.loads((run_copy / "codes" / "paper.decode.json").read_text())
+    expected = decode_rules(codes, progress=False)
+    assert [row["accuracy"] for row in written["layers"]] == [row.accuracy for row in expected.layers]
+
+
+def test_figures_and_report_without_codes_name_the_command_that_makes_them(run_copy, cli, capsys):
+    shutil.rmtree(run_copy / "codes")
     assert cli(["figures", str(run_copy)]) == 2
     assert "latentcode extract" in _error(capsys)
     assert cli(["report", str(run_copy)]) == 2

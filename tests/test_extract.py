@@ -34,7 +34,7 @@ def _model(task, variant="hyla"):
 def test_sraven_paper_codes_equal_hook_pattern_read_by_hand(sraven, variant):
     model = _model(sraven, variant)
     codes = extract_latent_codes(
-        model, sraven, splits=("train", "ood"), n=20, batch_size=8, seed=3, progress=False
+        model, sraven, splits=("train", "ood"), n_samples=20, batch_size=8, seed=3, progress=False
     )
     assert codes.codes.shape == (40, model.cfg.n_layers, model.cfg.n_heads, 1, 2)
     for i, split in enumerate(("train", "ood")):
@@ -62,7 +62,7 @@ def test_sraven_paper_codes_equal_hook_pattern_read_by_hand(sraven, variant):
 
 
 def test_sraven_paper_meta_names_everything_the_probes_need(sraven):
-    codes = extract_latent_codes(_model(sraven), sraven, n=4, checkpoint="abc123", progress=False)
+    codes = extract_latent_codes(_model(sraven), sraven, n_samples=4, checkpoint="abc123", progress=False)
     meta = codes.meta
     assert meta["task"] == "sraven" and meta["variant"] == "hyla" and meta["score_norm"] == "rms_head"
     assert meta["positions"] == "paper" and meta["query"] == [[35]] and meta["key"] == [[27, 31]]
@@ -74,7 +74,7 @@ def test_sraven_paper_meta_names_everything_the_probes_need(sraven):
 def test_sraven_all_features_gives_one_row_per_feature_labelled_with_its_rule(sraven):
     model = _model(sraven)
     codes = extract_latent_codes(
-        model, sraven, splits=("ood",), n=6, positions="all_features", progress=False
+        model, sraven, splits=("ood",), n_samples=6, positions="all_features", progress=False
     )
     assert codes.codes.shape == (24, 2, 4, 1, 2)
     assert codes.meta["query"] == [[32], [33], [34], [35]]
@@ -96,7 +96,7 @@ def test_sraven_all_features_gives_one_row_per_feature_labelled_with_its_rule(sr
 
 def test_fuzzy_logic_paper_codes_are_the_query_attending_to_itself(fuzzy):
     model = _model(fuzzy, "linear")
-    codes = extract_latent_codes(model, fuzzy, splits=("train", "ood"), n=10, progress=False)
+    codes = extract_latent_codes(model, fuzzy, splits=("train", "ood"), n_samples=10, progress=False)
     assert codes.codes.shape == (20, 2, 4, 1, 1)
     batch = fuzzy.sample(10, "ood", seed=0)
     with torch.no_grad():
@@ -112,7 +112,7 @@ def test_fuzzy_logic_paper_codes_are_the_query_attending_to_itself(fuzzy):
 
 
 def test_composition_ids_group_rows_of_one_composition_across_train_and_test(fuzzy):
-    codes = extract_latent_codes(_model(fuzzy), fuzzy, splits=("train", "test", "ood"), n=64, progress=False)
+    codes = extract_latent_codes(_model(fuzzy), fuzzy, splits=("train", "test", "ood"), n_samples=64, progress=False)
     comp, terms = codes.labels["composition"], codes.labels["terms"]
     assert (comp >= 0).all()
     for c in np.unique(comp):
@@ -126,7 +126,7 @@ def test_composition_ids_group_rows_of_one_composition_across_train_and_test(fuz
 
 def test_layers_subset_and_model_mode_restored(sraven):
     model = _model(sraven).train()
-    codes = extract_latent_codes(model, sraven, splits=("test",), n=4, layers=[1], progress=False)
+    codes = extract_latent_codes(model, sraven, splits=("test",), n_samples=4, layers=[1], progress=False)
     assert codes.codes.shape == (4, 1, 4, 1, 2) and codes.meta["layers"] == [1]
     assert model.training
 
@@ -134,14 +134,14 @@ def test_layers_subset_and_model_mode_restored(sraven):
 def test_explicit_positions(sraven):
     model = _model(sraven)
     codes = extract_latent_codes(
-        model, sraven, splits=("test",), n=5, positions={"query": [33], "key": [0, 1, -1]}, progress=False
+        model, sraven, splits=("test",), n_samples=5, positions={"query": [33], "key": [0, 1, -1]}, progress=False
     )
     assert codes.codes.shape == (5, 2, 4, 1, 3)
     assert codes.meta["positions"] == "custom" and codes.meta["key"] == [[0, 1, 35]]
     # a single query token of feature 1 is asked, so its rule is the label
     np.testing.assert_array_equal(codes.labels["rule"], codes.labels["rules"][:, 1])
     same = extract_latent_codes(
-        model, sraven, splits=("test",), n=5, positions=([33], [0, 1, 35]), progress=False
+        model, sraven, splits=("test",), n_samples=5, positions=([33], [0, 1, 35]), progress=False
     )
     np.testing.assert_array_equal(codes.codes, same.codes)
 
@@ -157,7 +157,7 @@ def test_explicit_positions(sraven):
 )
 def test_bad_positions_raise_naming_the_valid_range(sraven, positions, message):
     with pytest.raises(ValueError, match=message):
-        extract_latent_codes(_model(sraven), sraven, n=2, positions=positions, progress=False)
+        extract_latent_codes(_model(sraven), sraven, n_samples=2, positions=positions, progress=False)
 
 
 def test_all_features_is_sraven_only(fuzzy):
@@ -170,12 +170,12 @@ def test_all_features_is_sraven_only(fuzzy):
     [
         pytest.param(dict(splits=("validation",)), "valid splits: train, test, ood", id="unknown-split"),
         pytest.param(dict(layers=[2]), "the model has 2 layers", id="layer-out-of-range"),
-        pytest.param(dict(n=0), "must be positive", id="n-zero"),
+        pytest.param(dict(n_samples=0), "must be positive", id="n-zero"),
     ],
 )
 def test_bad_arguments_raise(sraven, kwargs, message):
     with pytest.raises(ValueError, match=message):
-        extract_latent_codes(_model(sraven), sraven, **{"n": 2, "progress": False, **kwargs})
+        extract_latent_codes(_model(sraven), sraven, **{"n_samples": 2, "progress": False, **kwargs})
 
 
 def test_codes_from_patterns_accepts_dicts_caches_and_several_views():
@@ -250,7 +250,7 @@ def test_codes_from_a_transformer_bridge_cache():
 
 
 def test_saved_codes_round_trip(sraven, tmp_path):
-    codes = extract_latent_codes(_model(sraven), sraven, n=3, positions="all_features", progress=False)
+    codes = extract_latent_codes(_model(sraven), sraven, n_samples=3, positions="all_features", progress=False)
     loaded = LatentCodes.load(codes.save(tmp_path / "codes" / "all_features"))
     np.testing.assert_array_equal(loaded.codes, codes.codes)
     np.testing.assert_array_equal(loaded.split, codes.split)

@@ -26,7 +26,7 @@ RULE_NAMES = [
     "progression-2",
     "addition",
     "subtraction",
-    "distribute-three",
+    "distribute_three",
 ]
 
 

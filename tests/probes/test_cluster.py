@@ -11,7 +11,7 @@ from probes import class_vector, cluster_codes
 def test_planted_clusters_match_rules(make_sraven):
     codes = make_sraven(n=800, structure="rule", planted_layers=(1, 2), noise=0.2)
     result = cluster_codes(codes)
-    assert result.k == 8 and result.n == 800 and result.layer_names == ["0", "1", "2", "all"]
+    assert result.k == 8 and result.n_samples == 800 and result.layer_names == ["0", "1", "2", "all"]
     ami, ari = dict(zip(result.layer_names, result.scores("ami"), strict=True)), result.scores("ari")
     assert ami["1"] > 0.9 and ami["2"] > 0.9 and ari[1] > 0.9
     assert ami["0"] < 0.05  # noise layer
@@ -25,7 +25,7 @@ def test_random_codes_have_no_cluster_structure(make_sraven):
 
 def test_k_split_and_errors(sraven):
     result = cluster_codes(sraven, layers="last", k=3, split="ood")
-    assert result.k == 3 and result.splits == ["ood"] and result.n == (sraven.split == "ood").sum()
+    assert result.k == 3 and result.splits == ["ood"] and result.n_samples == (sraven.split == "ood").sum()
     with pytest.raises(ValueError, match="k=1"):
         cluster_codes(sraven, k=1)
     with pytest.raises(ValueError, match="selects no rows"):

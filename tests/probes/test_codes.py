@@ -30,15 +30,17 @@ def test_import_probes_does_not_import_torch():
 
 def test_properties_and_flat():
     lc = _tiny()
-    assert (lc.n, lc.n_layers, lc.n_heads, len(lc)) == (4, 2, 3, 4)
+    assert (lc.n_samples, lc.n_layers, lc.n_heads, len(lc)) == (4, 2, 3, 4)
     assert lc.splits == ("train", "test", "ood")  # SPLITS order, not order of appearance
     assert lc.layer_names == [1, 3] and lc.label == "rule" and lc.task == "sraven"
     assert lc.flat().shape == (4, 12)
     np.testing.assert_array_equal(lc.flat(), lc.codes.reshape(4, -1))
-    np.testing.assert_array_equal(lc.flat(layers=1), lc.codes[:, 1].reshape(4, -1))
-    np.testing.assert_array_equal(lc.flat(layers=[-1, 0]), lc.codes[:, [1, 0]].reshape(4, -1))
-    with pytest.raises(ValueError, match="out of range"):
+    np.testing.assert_array_equal(lc.flat(layers=3), lc.codes[:, 1].reshape(4, -1))
+    np.testing.assert_array_equal(lc.flat(layers=[3, 1]), lc.codes[:, [1, 0]].reshape(4, -1))
+    with pytest.raises(ValueError, match=r"2 is not an extracted model layer; these codes hold model layers \[1, 3\]"):
         lc.flat(layers=2)
+    with pytest.raises(ValueError, match="not an extracted model layer"):
+        lc.flat(layers=-1)
 
 
 def test_codes_are_float32_and_default_labels_follow_task():
@@ -61,7 +63,7 @@ def test_codes_are_float32_and_default_labels_follow_task():
 )
 def test_select(kwargs, n, rules):
     selected = _tiny().select(**kwargs)
-    assert selected.n == n
+    assert selected.n_samples == n
     assert selected.labels["rule"].tolist() == rules
     assert selected.labels["rules"].shape == (n, 4)
     assert selected.meta == _tiny().meta
@@ -78,7 +80,8 @@ def test_layer_groups():
     lc = _tiny()
     assert lc.layer_groups("each+all") == [("1", [0]), ("3", [1]), ("all", [0, 1])]
     assert lc.layer_groups("last") == [("3", [1])]
-    assert lc.layer_groups([0]) == [("1", [0])]
+    assert lc.layer_groups([1]) == [("1", [0])]
+    assert lc.layer_groups(3) == [("3", [1])]
     with pytest.raises(ValueError, match="each\\+all"):
         lc.layer_groups("every")
 
@@ -128,7 +131,7 @@ def test_save_load_round_trip(tmp_path, suffix):
         np.testing.assert_array_equal(back.labels[name], lc.labels[name])
         assert back.labels[name].dtype.kind == lc.labels[name].dtype.kind
     assert back.meta == lc.meta
-    assert LatentCodes.load(tmp_path / "codes.npz").n == 4
+    assert LatentCodes.load(tmp_path / "codes.npz").n_samples == 4
     assert not list(tmp_path.glob("*.tmp"))
 
 

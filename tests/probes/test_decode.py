@@ -46,7 +46,7 @@ def test_skewed_labels_random_codes_do_not_beat_best_constant(make_sraven):
     result = decode_rules(codes, layers="all")
     baseline = result.baselines["ood"]
     assert baseline.majority > 0.2  # the last sorted rule is skewed towards H (spec §4.2)
-    assert result.majority_class == "distribute-three"
+    assert result.majority_class == "distribute_three"
     assert result.accuracy("ood")[0] <= baseline.best_constant + 0.05
 
 
@@ -61,7 +61,7 @@ def test_baselines_on_a_hand_made_example():
     )
     result = decode_rules(codes, layers="all")
     baseline = result.baselines["ood"]
-    assert baseline.n == 4
+    assert baseline.n_samples == 4
     assert baseline.chance == pytest.approx(1 / 8)  # uniform over all 8 rules, not the 3 present
     assert baseline.majority == pytest.approx(0.25)  # train majority is rule 0; one of four OOD rows is 0
     assert baseline.best_constant == pytest.approx(0.5)  # OOD's own most frequent rule (1) covers half
@@ -85,11 +85,11 @@ def test_results_serialize_and_tabulate(sraven):
         pytest.param("each", ["0", "1", "2"], id="each"),
         pytest.param("all", ["all"], id="all"),
         pytest.param("last", ["2"], id="last"),
-        pytest.param([0, 2], ["0", "2"], id="positions"),
+        pytest.param([0, 2], ["0", "2"], id="model-layers"),
     ],
 )
 def test_layer_choices(sraven, layers, names):
-    assert decode_rules(sraven, layers=layers, eval_splits="ood").layer_names == names
+    assert decode_rules(sraven, layers=layers, splits="ood").layer_names == names
 
 
 def test_decode_other_labels(sraven):
@@ -107,11 +107,11 @@ def test_decode_other_labels(sraven):
         pytest.param(lambda c: c.select(split="train"), {}, "no evaluation rows", id="no-eval"),
         pytest.param(
             lambda c: c.select(split=["train", "ood"]),
-            {"eval_splits": "test"},
-            "eval_splits",
+            {"splits": "test"},
+            "splits=",
             id="empty-eval-split",
         ),
-        pytest.param(lambda c: c, {"eval_splits": ["train"]}, "eval_splits", id="train-as-eval"),
+        pytest.param(lambda c: c, {"splits": ["train"]}, "splits=", id="train-as-eval"),
         pytest.param(lambda c: c, {"label": "missing"}, "available labels", id="missing-label"),
         pytest.param(
             lambda c: LatentCodes(
@@ -125,7 +125,7 @@ def test_decode_other_labels(sraven):
             id="single-class",
         ),
         pytest.param(
-            lambda c: LatentCodes(c.codes, {**c.labels, "x": np.linspace(0, 1, c.n)}, c.split, c.meta),
+            lambda c: LatentCodes(c.codes, {**c.labels, "x": np.linspace(0, 1, c.n_samples)}, c.split, c.meta),
             {"label": "x"},
             "continuous",
             id="continuous-label",
@@ -172,7 +172,7 @@ def test_fuzzy_term_probes_generalize_to_held_out_compositions(make_fuzzy):
 
 
 def test_decode_terms_on_random_codes_is_poor(make_fuzzy):
-    terms = decode_terms(make_fuzzy(structure="random"), layers="all", eval_splits="ood")
+    terms = decode_terms(make_fuzzy(structure="random"), layers="all", splits="ood")
     assert terms.mean_f1("ood")[0] < 0.4
 
 
@@ -190,7 +190,7 @@ def test_ridge_folds_are_grouped_by_composition(make_fuzzy):
     codes = make_fuzzy(structure="composition", n_heads=48, noise=0.01, seed=3)
     grouped = ridge_bits(codes, layers="all").mean("cv")[0]
     train = codes.split == "train"
-    bits = codes.labels["term_bits"].reshape(codes.n, -1)[train]
+    bits = codes.labels["term_bits"].reshape(codes.n_samples, -1)[train]
     leaky = cross_val_predict(
         Ridge(alpha=1.0), codes.flat()[train], bits, cv=KFold(5, shuffle=True, random_state=0)
     )

@@ -26,7 +26,7 @@ def test_pca_embedding_shapes_and_rows(sraven):
 
 def test_pca_split_and_layer(sraven):
     emb = embed_codes(sraven, "pca", layer=0, split="ood", max_points=None)
-    assert emb.layer == "0" and set(emb.split) == {"ood"} and emb.n == (sraven.split == "ood").sum()
+    assert emb.layer == "0" and set(emb.split) == {"ood"} and emb.n_samples == (sraven.split == "ood").sum()
 
 
 def test_umap_is_finite_separates_planted_rules_and_repeats_its_neighbourhoods(make_sraven):

@@ -23,7 +23,7 @@ from probes import (
 
 @pytest.fixture(scope="module")
 def decoding(make_sraven):
-    return decode_rules(make_sraven(n=600), eval_splits=["test", "ood"])
+    return decode_rules(make_sraven(n=600), splits=["test", "ood"])
 
 
 def _metrics_rows(accuracy_key="acc"):

@@ -25,7 +25,7 @@ def test_rules_sharing_a_code_have_cosine_one(make_sraven):
 
 def test_absent_rule_gives_nan_and_center_option(sraven):
     rows = sraven.select(mask=sraven.labels["rule"] != 7)
-    result = rule_similarity(rows, layers="last", center=True)
+    result = rule_similarity(rows, layer="last", center=True)
     assert result.counts[7] == 0 and np.isnan(result.similarity[7]).all()
     assert result.layer == "2" and result.centered
 
@@ -42,7 +42,7 @@ def test_topographic_similarity_planted_vs_random(make_sraven):
     planted = topographic_similarity(
         make_sraven(n=600, structure="tuple", noise=0.1), n_permutations=20, n_pairs=5000
     )
-    assert planted.assignment == "rules" and planted.distance == "hamming"
+    assert planted.label == "rules" and planted.distance == "hamming"
     assert planted.layers == ["0", "1", "2", "all"]
     assert planted.rho[-1] > 0.3 and planted.rho[0] < 0.1  # layer 0 holds noise only
     assert planted.p_value[-1] == pytest.approx(1 / 21)  # no shuffle reaches the planted correlation
@@ -55,7 +55,7 @@ def test_topographic_similarity_planted_vs_random(make_sraven):
 
 def test_topographic_similarity_fuzzy_uses_term_sets(fuzzy):
     result = topographic_similarity(fuzzy, layers="all", metric="cosine")
-    assert result.assignment == "terms" and result.distance == "symmetric_difference"
+    assert result.label == "terms" and result.distance == "symmetric_difference"
     assert result.rho[0] > 0.3
 
 
