@@ -224,3 +224,27 @@ def test_no_pickle_anywhere_in_the_packages():
 )
 def test_the_pickle_scan_catches_each_forbidden_form(line):
     assert FORBIDDEN.search(f"x = 1\n{line}\n")
+
+
+# ------------------------------------------------------------------------------------ runs of earlier releases
+OLD_RUN = Path(__file__).parent / "data" / "run_v0.1.0"
+
+
+def test_a_run_written_by_release_0_1_0_still_loads_evaluates_and_decodes(tmp_path):
+    """tests/data/run_v0.1.0 was written by latentcode 0.1.0, before the vocabulary renames (see its README)."""
+    import shutil
+
+    from latentcode.analysis import decode_run, load_codes
+    from latentcode.train import evaluate
+
+    run_dir = tmp_path / "old"
+    shutil.copytree(OLD_RUN, run_dir)
+    run = load_run(run_dir)
+    assert (run.step, run.config.model.variant, run.config.model.n_layers, run.task.name) == (4, "hyla", 2, "sraven")
+    recorded = {r["split"]: r for r in run.metrics if r.get("split") == "test"}["test"]
+    again = evaluate(run.model, run.task, splits=("test",), n_samples=16, seed=run.config.train.seed)
+    assert again["test"]["loss"] == pytest.approx(recorded["loss"], rel=1e-5)  # same weights, same eval batch
+    codes = load_codes(run_dir)
+    assert codes.n_samples == 72 and codes.layer_names == [0, 1]
+    result, _ = decode_run(run_dir, progress=False)
+    assert result.layer_names == ["0", "1", "all"] and result.baselines["ood"].n_samples == 24

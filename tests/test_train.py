@@ -352,3 +352,32 @@ def test_resume_after_sigkill_is_bitwise_identical_to_a_straight_run(tmp_path):
     assert_same_tensors(tensors(cut / TRAIN_STATE_FILE), tensors(straight.path / TRAIN_STATE_FILE))
     assert without_timing(read_metrics(cut)) == without_timing(straight.metrics)
     assert not list(cut.glob(".*.tmp"))
+
+
+# ------------------------------------------------------------------------------------------------- time limit
+def test_time_limit_stops_with_a_checkpoint_and_resume_matches_a_straight_run(tmp_path):
+    mcfg, task, tcfg = tiny("hyla", steps=6, log_every=4, checkpoint_every=10, eval_every=4, warmup=1)
+    straight = train(mcfg, task, tcfg, tmp_path / "straight", progress=False)
+    steps = []
+    for _ in range(tcfg.steps):  # a limit of 0 s stops after every step
+        run = train(mcfg, task, tcfg, tmp_path / "cut", resume=True, progress=False, time_limit=0.0)
+        steps.append(run.step)
+        if run.step == tcfg.steps:
+            break
+    assert steps == [1, 2, 3, 4, 5, 6]
+    assert read_train_state(tmp_path / "cut").finished
+    assert_same_tensors(tensors(straight.path / MODEL_FILE), tensors(tmp_path / "cut" / MODEL_FILE))
+    assert without_timing(read_metrics(tmp_path / "cut")) == without_timing(straight.metrics)
+    with pytest.raises(ValueError, match="time_limit=-1"):
+        train(mcfg, task, tcfg, tmp_path / "neg", progress=False, time_limit=-1)
+
+
+def test_a_run_started_with_autocast_resumes_with_it(tmp_path):
+    # runs written before fp32 became the default say autocast=true; resuming keeps it (no config mismatch)
+    mcfg, task, tcfg = tiny("softmax", steps=4, warmup=1, autocast=True)
+    assert TrainConfig().autocast is False
+    train(mcfg, task, tcfg, tmp_path / "old", progress=False, time_limit=0.0)
+    default = train_config("fuzzy_logic", "tiny", steps=4, warmup=1)
+    run = train(mcfg, task, default, tmp_path / "old", resume=True, progress=False)
+    assert run.step == 4 and run.config.train.autocast is True
+    assert json.loads((tmp_path / "old" / "config.json").read_text())["train"]["autocast"] is True
