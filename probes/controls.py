@@ -1,0 +1,251 @@
+"""Controls for decoding numbers: what the same probe scores without the codes, or on labels the codes cannot hold.
+
+- Input-only control: the same probe on raw input tokens instead of codes (`LatentCodes.inputs`). SRAVEN: the
+  tokens at the query and key positions the codes were read from; fuzzy logic: every raw token (all (x, y)
+  examples), because the query token alone carries no term information.
+- Control task (Hewitt & Liang, 2019), SRAVEN only: each input type (the value tuple at the key positions) gets a
+  random but fixed label drawn with the real label's class frequencies; selectivity = accuracy on the real label
+  minus accuracy on the control label. Fuzzy-logic inputs are continuous (every input type is new), so the
+  input-only control stands in for it there.
+Probes are the ones of `probes.decode` (`decode_rules` on the stand-in features); nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from probes.codes import LatentCodes, _class_labels
+
+__all__ = ["Controls", "control_labels", "input_features", "input_types", "run_controls"]
+
+CONTROL_LABEL = "control_task"
+"""Name of the control-task label added to the codes the control probes read."""
+
+
+def _require_inputs(codes: LatentCodes) -> np.ndarray:
+    if codes.inputs is None:
+        raise ValueError(
+            "these codes carry no raw inputs (LatentCodes.inputs is None: written before inputs were stored, or "
+            "made by codes_from_patterns); re-extract them with `latentcode extract RUN` to run the controls"
+        )
+    return codes.inputs
+
+
+def _row_views(codes: LatentCodes, what: str) -> tuple[list[list[int]], np.ndarray]:
+    views = codes.meta.get(what)
+    if not views:
+        raise ValueError(f"meta[{what!r}] is missing; the controls need the positions the codes were read from")
+    views = [list(v) for v in (views if isinstance(views[0], list) else [views])]
+    view = codes.labels.get("view", np.zeros(len(codes), dtype=np.int64)).astype(np.int64)
+    if view.max(initial=0) >= len(views):
+        raise ValueError(f"label 'view' holds {int(view.max())} but meta[{what!r}] lists {len(views)} view(s)")
+    return views, view
+
+
+def _tokens_at(codes: LatentCodes, what: tuple[str, ...]) -> np.ndarray:
+    """Each row's raw tokens at its view's positions (meta entries `what`), flattened: [n_samples, features]."""
+    inputs = _require_inputs(codes)
+    parts = []
+    for name in what:
+        views, view = _row_views(codes, name)
+        index = np.array(views, dtype=np.int64)[view]  # [n_samples, positions]
+        parts.append(np.take_along_axis(inputs, index[:, :, None], axis=1).reshape(len(codes), -1))
+    return np.concatenate(parts, axis=1)
+
+
+def input_features(codes: LatentCodes) -> np.ndarray:
+    """The raw inputs the input-only control reads, float32 [n_samples, features].
+
+    SRAVEN: the tokens at the row's query and key positions (`meta["query"]`, `meta["key"]`); other tasks
+    (fuzzy logic): every token of the instance, flattened.
+
+    Raises:
+        ValueError: the codes carry no inputs.
+    """
+    if codes.task == "sraven":
+        return _tokens_at(codes, ("query", "key"))
+    inputs = _require_inputs(codes)
+    return inputs.reshape(len(codes), -1)
+
+
+def input_types(codes: LatentCodes) -> tuple[np.ndarray, np.ndarray]:
+    """SRAVEN input types: each row's raw tokens at its key positions, and an id per distinct tuple.
+
+    Returns:
+        (types [n_samples, key * d_in] float32, ids int64 [n_samples], equal ids for equal tuples).
+    """
+    types = _tokens_at(codes, ("key",))
+    _, ids = np.unique(types, axis=0, return_inverse=True)
+    return types, ids.ravel().astype(np.int64)
+
+
+def control_labels(codes: LatentCodes, label: str | None = None, random_state: int = 0) -> np.ndarray:
+    """Hewitt & Liang's control task on SRAVEN: a random but fixed class per input type.
+
+    Each distinct value tuple at the key positions draws its class from the real label's class frequencies
+    (over these rows), with a generator seeded by `random_state` and the tuple itself, so a type keeps its class
+    across calls, row orders and subsets with the same frequencies.
+
+    Args:
+        codes: SRAVEN codes with `inputs`.
+        label: the real label (default: the codes' default label, `rule`).
+        random_state: seed of the assignment.
+
+    Returns:
+        int64 [n_samples], the control label of each row.
+
+    Raises:
+        ValueError: codes of another task, without inputs, or a label that is not one class per row.
+    """
+    if codes.task != "sraven":
+        raise ValueError(
+            f"the control task is defined for SRAVEN codes (discrete input types), not {codes.task!r}; fuzzy-logic "
+            "inputs are continuous, so use the input-only control there"
+        )
+    name, y, classes, _ = _class_labels(codes, label)
+    if y.ndim != 1:
+        raise ValueError(f"label={name!r} has shape {y.shape}; the control task needs one class per row")
+    freq = np.array([np.mean(y == c) for c in classes])
+    types, ids = input_types(codes)
+    first = np.unique(ids, return_index=True)[1]
+    words = np.ascontiguousarray(types[first]).view(np.uint32)
+    draws = np.array(
+        [np.random.Generator(np.random.PCG64(np.random.SeedSequence([random_state, *row.tolist()]))).random()
+         for row in words]
+    )
+    per_type = np.asarray(classes)[np.minimum(np.searchsorted(np.cumsum(freq), draws, side="right"), len(classes) - 1)]
+    return per_type[ids]
+
+
+@dataclass(frozen=True)
+class Controls:
+    """The controls of one decoding, per evaluation split.
+
+    Attributes:
+        label: the label decoded.
+        input_features: what the input-only probe read (e.g. "tokens at query [35] and keys [27, 31]").
+        input_only: split -> accuracy of the input-only probe (same probe, raw tokens instead of codes).
+        layers: probe names of the control task ("0", ..., "all"), as in `DecodingResult.layer_names`.
+        control_task: split -> accuracy [layer] of the codes probes on the control-task labels (SRAVEN), or None.
+        n_input_types: distinct input types the control task labelled (SRAVEN), or None.
+        note: what the controls are, in one sentence, for tables and reports.
+    """
+
+    label: str
+    input_features: str
+    input_only: dict[str, float]
+    layers: list[str]
+    control_task: dict[str, np.ndarray] | None
+    n_input_types: int | None
+    note: str
+
+    def best(self, split: str, chance: float, majority: float) -> float:
+        """The best control accuracy on `split`: max of chance, majority and the input-only probe."""
+        return float(max(chance, majority, self.input_only[split]))
+
+    def selectivity(self, split: str, accuracy: np.ndarray) -> np.ndarray:
+        """Accuracy on the real label minus on the control task, per probe (NaN without a control task)."""
+        if self.control_task is None:
+            return np.full(len(accuracy), np.nan)
+        return np.asarray(accuracy, dtype=np.float64) - self.control_task[split]
+
+
+def _stand_in(codes: LatentCodes, features: np.ndarray, labels: dict[str, np.ndarray]) -> LatentCodes:
+    meta = {**codes.meta, "layers": [0]}
+    return LatentCodes(features[:, None, None, None, :], labels, codes.split, meta)
+
+
+def run_controls(
+    codes: LatentCodes,
+    label: str | None = None,
+    layers: Any = "each+all",
+    *,
+    C: float = 1.0,
+    max_iter: int = 1000,
+    random_state: int | None = 0,
+    progress: bool | None = None,
+) -> Controls:
+    """Fit the controls beside a decoding: the input-only probe and (SRAVEN) the control-task probes.
+
+    Args:
+        codes: codes with `inputs`, a train split and evaluation splits (as `decode_rules` needs).
+        label: the label decoded (default: the codes' default label).
+        layers: the decoding's layer choice (the control-task probes use the same groups).
+        C, max_iter, random_state, progress: as in `decode_rules` (the control task's assignment uses
+            `random_state` too, 0 when None).
+
+    Returns:
+        `Controls`.
+
+    Raises:
+        ValueError: codes without inputs, or anything `decode_rules` rejects.
+    """
+    from probes.decode import decode_rules
+
+    probe = {"C": C, "max_iter": max_iter, "random_state": random_state, "progress": progress}
+    name = label or codes.label
+    features = input_features(codes)
+    inputs_only = decode_rules(_stand_in(codes, features, codes.labels), label=name, layers="all",
+                               fuzzy_extras=False, **probe)
+    splits = inputs_only.splits
+    if codes.task == "sraven":
+        query, key = (codes.meta.get(k) for k in ("query", "key"))
+        described = f"raw tokens at the codes' query {query} and key {key} positions"
+        control = control_labels(codes, name, 0 if random_state is None else random_state)
+        relabelled = LatentCodes(codes.codes, {**codes.labels, CONTROL_LABEL: control}, codes.split, codes.meta)
+        task = decode_rules(relabelled, label=CONTROL_LABEL, layers=layers, fuzzy_extras=False, **probe)
+        control_task = {s: task.accuracy(s) for s in splits}
+        layer_names = task.layer_names
+        n_types = int(input_types(codes)[1].max()) + 1
+        note = (
+            "input-only: the same probe on the raw tokens the codes come from; selectivity (Hewitt & Liang "
+            f"2019): accuracy minus accuracy on a control task giving each of {n_types} key-value tuples a fixed "
+            "random label with the real label's frequencies"
+        )
+    else:
+        described = "every raw input token of the instance (all (x, y) examples)"
+        control_task, layer_names, n_types = None, [], None
+        note = (
+            "input-only: the same probe on every raw input token; no control task: the inputs are continuous, so "
+            "the input-only control stands in for selectivity"
+        )
+    return Controls(
+        label=inputs_only.label,
+        input_features=described,
+        input_only={s: float(inputs_only.accuracy(s)[0]) for s in splits},
+        layers=layer_names,
+        control_task=control_task,
+        n_input_types=n_types,
+        note=note,
+    )
+
+
+def control_columns(result: Any) -> tuple[list[str], list[list[str]]]:
+    """Extra columns for `DecodingResult.table()`: per split, the input-only accuracy, the codes' accuracy minus
+    the best control (max of chance, majority and input-only) and, with a control task, the selectivity."""
+    controls: Controls = result.controls
+    splits = [s for s in result.splits if s in controls.input_only]
+    header = [f"input-only {s}" for s in splits] + [f"codes − best control {s}" for s in splits]
+    has_task = controls.control_task is not None and controls.layers == result.layer_names
+    if has_task:
+        header += [f"selectivity {s}" for s in splits]
+    columns = []
+    for s in splits:
+        columns.append([_fmt(controls.input_only[s])] * len(result.layers))
+    for s in splits:
+        base = result.baselines[s]
+        best = controls.best(s, base.chance, base.majority)
+        columns.append([_fmt(acc - best, signed=True) for acc in result.accuracy(s)])
+    if has_task:
+        for s in splits:
+            columns.append([_fmt(v, signed=True) for v in controls.selectivity(s, result.accuracy(s))])
+    return header, [list(row) for row in zip(*columns, strict=True)] if columns else [[] for _ in result.layers]
+
+
+def _fmt(x: float, signed: bool = False) -> str:
+    if x is None or not np.isfinite(x):
+        return "-"
+    return f"{x:+.3f}" if signed else f"{x:.3f}"
