@@ -49,12 +49,15 @@ from latentcode.tasks.base import Task
 from latentcode.train import (
     NonFiniteLossError,
     _autocast,
+    _deadline,
     _DeferredInterrupt,
     _evaluate,
     _prepare_out_dir,
+    allow_tf32,
     build_optimizer,
     decay_mask,
     eval_sets,
+    kept_on_resume,
     lr_at,
     resolve_device,
     step_seeds,
@@ -110,6 +113,7 @@ def train_ensemble(
     resume: bool = False,
     force: bool = False,
     progress: bool | None = None,
+    time_limit: float | None = None,
 ) -> list[Run]:
     """Train several runs of one architecture together, each into its own run directory.
 
@@ -122,9 +126,11 @@ def train_ensemble(
         resume: continue every member from its last checkpoint (all must be at the same step).
         force: delete the runs in `out_dirs` and start over.
         progress: show a progress bar (None: only on a terminal).
+        time_limit: wall-clock seconds from this call after which every member writes a checkpoint and training
+            returns between two steps (`resume=True` continues exactly); None: no limit.
 
     Returns:
-        One `Run` per member, in order (models in eval mode on the training device).
+        One `Run` per member, in order (models in eval mode on the training device), as far as they got.
 
     Raises:
         ValueError: mismatched lengths, members that may not be trained together, occupied run directories,
@@ -155,6 +161,7 @@ def train_ensemble(
                              f"{name}={getattr(task, name)}; build the model config from the task")
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise ValueError("train_ensemble runs in one process; under torchrun use train() for one model")
+    deadline = _deadline(time_limit)
 
     states = [_prepare_out_dir(out, RunConfig(model=model_cfg, task=t, train=cfg), resume=resume, force=force)
               for out, t, cfg in zip(outs, tasks, train_cfgs, strict=True)]
@@ -162,10 +169,16 @@ def train_ensemble(
     if len(steps_done) > 1:
         raise ValueError(f"members are at different steps ({sorted(steps_done)}); resume them one by one with "
                          "`latentcode train ... --resume`")
+    train_cfgs = [cfg if s is None else kept_on_resume(out, cfg) for out, cfg, s in zip(outs, train_cfgs, states,
+                                                                                         strict=True)]
+    problems = _ensemble_problems(model_cfg, train_cfgs)
+    if problems:
+        raise ValueError("cannot resume these runs as one ensemble: " + "; ".join(problems))
     if all(s is not None and s.finished for s in states):
         return [Run.load(out, device=resolve_device(cfg.device)) for out, cfg in zip(outs, train_cfgs, strict=True)]
 
     device = resolve_device(train_cfgs[0].device)
+    allow_tf32(device)
     members = []
     for out, member_task, cfg, state in zip(outs, tasks, train_cfgs, states, strict=True):
         out.mkdir(parents=True, exist_ok=True)
@@ -184,7 +197,7 @@ def train_ensemble(
                 state.metrics_lines, list(state.pending_losses), state.elapsed_s)
             restore_rng(state.rng)
         members.append(member)
-    return _EnsembleLoop(model_cfg, task, members, device, start=steps_done.pop()).run(progress)
+    return _EnsembleLoop(model_cfg, task, members, device, start=steps_done.pop()).run(progress, deadline)
 
 
 class _EnsembleLoop:
@@ -343,7 +356,7 @@ class _EnsembleLoop:
         self.last_checkpoint = self.step
         self.overhead_s += time.perf_counter() - start
 
-    def run(self, progress: bool | None) -> list[Run]:
+    def run(self, progress: bool | None, deadline: float | None = None) -> list[Run]:
         cfg = self.cfg
         disable = None if progress is None else not progress
         bar = tqdm(total=cfg.steps, initial=self.step, disable=disable, unit="step", dynamic_ncols=True,
@@ -367,6 +380,11 @@ class _EnsembleLoop:
                         self._checkpoint()
                         logger.warning("interrupted at step %d; checkpoints written (continue with resume)", step)
                         raise KeyboardInterrupt
+                    if deadline is not None and step < cfg.steps and time.monotonic() >= deadline:
+                        self._checkpoint()
+                        logger.warning("time limit reached at step %d of %d; checkpoints written (continue with "
+                                       "resume)", step, cfg.steps)
+                        break
         finally:
             bar.close()
         return [Run.load(m.out, device=self.device) for m in self.members]

@@ -150,3 +150,22 @@ def test_members_match_single_runs_with_dropout(tmp_path, dropout):
         torch.testing.assert_close(losses[0], losses[1], rtol=1e-5, atol=0)
         # the masks matter: the same run without dropout takes another path from the first step
         assert losses[1][0] != pytest.approx(losses[2][0], rel=1e-3)
+
+
+def test_time_limit_stops_every_member_and_resume_matches_a_straight_run(tmp_path):
+    task, mcfg, cfgs = _setup("hyla", attn_dropout=0.1)
+    straight = train_ensemble(mcfg, task, cfgs, [tmp_path / "a0", tmp_path / "a1"], progress=False)
+    outs = [tmp_path / "b0", tmp_path / "b1"]
+    steps = []
+    while not steps or steps[-1] < STEPS:  # a limit of 0 s stops after every step
+        runs = train_ensemble(mcfg, task, cfgs, outs, resume=True, progress=False, time_limit=0.0)
+        steps.append(runs[0].step)
+        assert {run.step for run in runs} == {steps[-1]}
+    assert steps == list(range(1, STEPS + 1))
+    for a, b in zip(straight, runs, strict=True):
+        for (name, p), (_, q) in zip(a.model.named_parameters(), b.model.named_parameters(), strict=True):
+            assert torch.equal(p, q), name
+        strip = lambda rows: [  # noqa: E731
+            {k: v for k, v in r.items() if k not in ("samples_per_s", "elapsed_s")} for r in rows
+        ]
+        assert strip(a.metrics) == strip(b.metrics)

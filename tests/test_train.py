@@ -369,7 +369,7 @@ def test_time_limit_stops_with_a_checkpoint_and_resume_matches_a_straight_run(tm
     assert_same_tensors(tensors(straight.path / MODEL_FILE), tensors(tmp_path / "cut" / MODEL_FILE))
     assert without_timing(read_metrics(tmp_path / "cut")) == without_timing(straight.metrics)
     with pytest.raises(ValueError, match="time_limit=-1"):
-        train(mcfg, task, tcfg, tmp_path / "neg", progress=False, time_limit=-1)
+        train(mcfg, task, tcfg, tmp_path / "neg", progress=False, time_limit=-1.0)
 
 
 def test_a_run_started_with_autocast_resumes_with_it(tmp_path):
