@@ -9,6 +9,7 @@ Torch-free by design: it reads `LatentCodes` (numpy arrays + labels) from any mo
 
 from probes.cluster import ClusteringResult, LayerClustering, class_vector, cluster_codes
 from probes.codes import SPLITS, LatentCodes
+from probes.controls import Controls, control_labels, input_features, run_controls
 from probes.decode import (
     Baseline,
     BitRegressionResult,
@@ -21,6 +22,7 @@ from probes.decode import (
     ridge_bits,
 )
 from probes.embed import Embedding, embed_codes, subsample
+from probes.estimators import RuleDecoder, code_space_directions
 from probes.figures import (
     CodeHeatmapFigure,
     DecodingFigure,
@@ -56,6 +58,7 @@ __all__ = [
     "ClassMeans",
     "ClusteringResult",
     "CodeHeatmapFigure",
+    "Controls",
     "DecodingFigure",
     "DecodingResult",
     "Embedding",
@@ -63,6 +66,7 @@ __all__ = [
     "LatentCodes",
     "LayerClustering",
     "LayerDecoding",
+    "RuleDecoder",
     "RuleSimilarity",
     "RunAnalysis",
     "RunInput",
@@ -76,17 +80,21 @@ __all__ = [
     "build_report",
     "class_means",
     "class_vector",
+    "control_labels",
     "cluster_codes",
     "code_heatmap_figure",
+    "code_space_directions",
     "code_value_label",
     "decode_rules",
     "decode_terms",
     "decoding_figure",
     "embed_codes",
     "embedding_figure",
+    "input_features",
     "make_probe",
     "ridge_bits",
     "rule_similarity",
+    "run_controls",
     "save_figure",
     "similarity_figure",
     "subsample",
