@@ -18,7 +18,14 @@ from typing import Any
 
 import torch
 
-from latentcode.checkpoint import RunConfig, atomic_write_json, file_hash, load_run, read_metrics
+from latentcode.checkpoint import (
+    RunConfig,
+    atomic_write_json,
+    file_hash,
+    load_run,
+    read_metrics,
+    record_outputs,
+)
 from latentcode.constants import CODES_DIR, CONFIG_FILE, FIGURES_DIR, MODEL_FILE
 from latentcode.extract import POSITIONS, LatentCodes, extract_latent_codes
 from probes._compat import renamed_kwargs
@@ -143,7 +150,9 @@ def extract_run(
     )
     meta = {**codes.meta, "run": str(run_dir), "step": run.step}
     codes = LatentCodes(codes=codes.codes, labels=codes.labels, split=codes.split, meta=meta)
-    return codes.save(codes_path(run_dir, positions))
+    path = codes.save(codes_path(run_dir, positions))
+    record_outputs(run_dir, [path, path.with_suffix(".json")])
+    return path
 
 
 def decode_run(
@@ -184,6 +193,7 @@ def decode_run(
     result = decode_rules(codes, label=label, progress=progress)
     path = codes_path(run_dir, positions).with_suffix(".decode.json")
     atomic_write_json(path, result.to_dict())
+    record_outputs(run_dir, [path])
     return result, path
 
 
@@ -248,6 +258,7 @@ def figures_run(
     written: list[Path] = []
     for name, figure in figures.items():
         written += save_figure(figure, out / f"{name}{suffix}", formats=tuple(formats))
+        record_outputs(run_dir, written)
     return written
 
 

@@ -35,6 +35,7 @@ from latentcode.checkpoint import (
     TrainState,
     append_metrics,
     capture_rng,
+    check_force_target,
     file_hash,
     load_checkpoint,
     read_metrics,
@@ -460,6 +461,7 @@ def _prepare_out_dir(out: Path, run_cfg: RunConfig, *, resume: bool, force: bool
         raise ValueError(f"--out {out} is a file, not a directory")
     has_config = (out / CONFIG_FILE).is_file()
     if force:
+        check_force_target(out)
         return None
     if has_config and resume:
         saved = RunConfig.load(out)

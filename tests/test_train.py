@@ -247,6 +247,18 @@ def test_force_starts_over(tmp_path):
     assert (tmp_path / "r" / "keep.txt").exists()
 
 
+def test_force_refuses_a_folder_without_a_run_and_leaves_it_unchanged(tmp_path):
+    mcfg, task, tcfg = tiny("linear", steps=4, warmup=1, log_every=2, eval_every=4)
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"my": "settings"}')
+    (folder / "metrics.jsonl").write_text("my own metrics\n")
+    with pytest.raises(ValueError, match="--force refused: .*holds no latentcode run"):
+        train(mcfg, task, tcfg, folder, force=True, progress=False)
+    assert (folder / "config.json").read_text() == '{"my": "settings"}'
+    assert (folder / "metrics.jsonl").read_text() == "my own metrics\n"
+
+
 # ------------------------------------------------------------------------------------ NaN and interrupts
 def test_nan_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint(tmp_path):
     mcfg, task, tcfg = tiny("softmax", log_every=5, checkpoint_every=10)
