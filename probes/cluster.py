@@ -6,7 +6,7 @@ told the rules? Set labels (fuzzy-logic `terms`) are compared as whole compositi
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,7 @@ class LayerClustering:
         silhouette: silhouette of the ground-truth labels in code space (do rules form separated groups?).
         silhouette_kmeans: silhouette of the k-means clusters themselves.
         inertia: k-means inertia.
+        kmeans: the fitted `KMeans` (in memory only; `ClusteringResult.predict` uses it, `to_dict` leaves it out).
     """
 
     layer: str
@@ -37,6 +38,7 @@ class LayerClustering:
     silhouette: float
     silhouette_kmeans: float
     inertia: float
+    kmeans: Any = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -77,8 +79,33 @@ class ClusteringResult:
         return np.array([getattr(row, metric) for row in self.layers])
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe dict."""
-        return _jsonable(asdict(self))
+        """JSON-safe dict (the fitted k-means models left out)."""
+        data = asdict(replace(self, layers=[replace(row, kmeans=None) for row in self.layers]))
+        for row in data["layers"]:
+            row.pop("kmeans")
+        return _jsonable(data)
+
+    def predict(self, codes: LatentCodes, layer: str | int | None = None) -> np.ndarray:
+        """Assign other codes (another split, checkpoint or model with this layout) to the fitted clusters.
+
+        Args:
+            codes: codes with the same heads and positions.
+            layer: the layer group ("3", 3 or "all"; default: the first one clustered).
+
+        Returns:
+            int [codes.n_samples], the nearest fitted k-means centre of each row.
+
+        Raises:
+            ValueError: a layer group that was not clustered, or no fitted model (rebuilt from JSON).
+        """
+        name = self.layers[0].layer if layer is None else str(layer)
+        if name not in self.layer_names:
+            raise ValueError(f"layer={layer!r} was not clustered; clustered layer groups: {self.layer_names}")
+        row = self.layers[self.layer_names.index(name)]
+        if row.kmeans is None:
+            raise ValueError("this ClusteringResult holds no fitted k-means (made from JSON?); re-run cluster_codes")
+        ((_, positions),) = codes.layer_groups("all" if name == "all" else [int(name)])
+        return row.kmeans.predict(codes._flat_axis(positions))
 
     def table(self) -> str:
         """Plain-text table of AMI, ARI and silhouettes per layer group."""
@@ -174,6 +201,7 @@ def cluster_codes(
                 silhouette=_silhouette(X, ids, silhouette_sample, random_state),
                 silhouette_kmeans=_silhouette(X, kmeans.labels_, silhouette_sample, random_state),
                 inertia=float(kmeans.inertia_),
+                kmeans=kmeans,
             )
         )
     return ClusteringResult(

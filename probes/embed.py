@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import logging
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
 from sklearn.decomposition import PCA
 from sklearn.neighbors import NearestNeighbors
+from sklearn.preprocessing import StandardScaler
 
 from probes._compat import warn_renamed
 from probes.codes import LatentCodes, _jsonable
@@ -37,6 +38,8 @@ class Embedding:
         class_names: display names of the default label's classes.
         label: the default label name of the source codes.
         params: parameters of the embedding (n_neighbors, min_dist, random_state, explained variance, ...).
+        reducer: the fitted `PCA` or `umap.UMAP` (in memory only; `transform` uses it, `to_dict` leaves it out).
+        scaler: the fitted `StandardScaler` when `standardize=True`, else None.
     """
 
     coords: np.ndarray
@@ -48,6 +51,40 @@ class Embedding:
     class_names: list[str] = field(default_factory=list)
     label: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
+    reducer: Any = field(default=None, repr=False, compare=False)
+    scaler: Any = field(default=None, repr=False, compare=False)
+
+    def transform(self, codes: LatentCodes) -> np.ndarray:
+        """Place other codes (another split, checkpoint or model with this layout) into this picture.
+
+        PCA projects exactly; UMAP embeds new rows against the fitted rows (umap's `transform`: neighbours among
+        the fitted rows, then a short optimisation), so fitted rows land near, not on, their coordinates.
+
+        Returns:
+            float32 [codes.n_samples, 2].
+
+        Raises:
+            ValueError: the embedding holds no fitted reducer (rebuilt from JSON) or the codes have another
+                layout.
+        """
+        if self.reducer is None:
+            raise ValueError("this Embedding holds no fitted reducer (made from JSON?); re-run embed_codes")
+        ((_, positions),) = codes.layer_groups("all" if self.layer == "all" else [int(self.layer)])
+        X = codes._flat_axis(positions).astype(np.float64)
+        expected = self.reducer.n_features_in_ if self.method == "pca" else self.reducer._raw_data.shape[1]
+        if X.shape[1] != expected:
+            raise ValueError(
+                f"codes give {X.shape[1]} features at layer {self.layer}, the embedding was fitted on {expected}; "
+                "transform codes with the same heads and positions"
+            )
+        if self.scaler is not None:
+            X = self.scaler.transform(X)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            projected = np.asarray(self.reducer.transform(X), dtype=np.float32)
+        coords = np.zeros((X.shape[0], 2), np.float32)
+        coords[:, : projected.shape[1]] = projected
+        return coords
 
     @property
     def n_samples(self) -> int:
@@ -61,8 +98,9 @@ class Embedding:
         return self.n_samples
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe dict (coordinates included)."""
-        return _jsonable(asdict(self))
+        """JSON-safe dict (coordinates included; the fitted reducer and scaler left out)."""
+        data = asdict(replace(self, reducer=None, scaler=None))
+        return _jsonable({k: v for k, v in data.items() if k not in ("reducer", "scaler")})
 
 
 def subsample(n_samples: int, max_points: int | None, random_state: int = 0) -> np.ndarray:
@@ -81,7 +119,7 @@ def subsample(n_samples: int, max_points: int | None, random_state: int = 0) -> 
 
 def _umap(
     X: np.ndarray, n_neighbors: int, min_dist: float, n_epochs: int | None, init: str, seed: int | None
-) -> np.ndarray:
+) -> tuple[np.ndarray, Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ImportWarning)
         import umap
@@ -103,7 +141,13 @@ def _umap(
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*knn_search_index.*")
         warnings.filterwarnings("ignore", message=".*n_jobs value.*")
-        return np.asarray(reducer.fit_transform(X), dtype=np.float32)
+        coords = np.asarray(reducer.fit_transform(X), dtype=np.float32)
+    # umap keeps no search index for precomputed neighbours; its small-data path (exact distances to the fitted
+    # rows, which it keeps) transforms new rows instead
+    reducer._small_data = True
+    if hasattr(reducer, "_knn_search_index"):
+        del reducer._knn_search_index
+    return coords, reducer
 
 
 @_single_threaded
@@ -160,8 +204,9 @@ def embed_codes(
     rows = rows[subsample(rows.size, max_points, 0 if random_state is None else random_state)]
     ((layer_name, positions),) = codes.layer_groups(layer if isinstance(layer, str) else [layer])
     X = codes._flat_axis(positions)[rows].astype(np.float64)
-    if standardize:
-        X = (X - X.mean(axis=0)) / np.where(X.std(axis=0) > 0, X.std(axis=0), 1.0)
+    scaler = StandardScaler().fit(X) if standardize else None
+    if scaler is not None:
+        X = scaler.transform(X)
     params: dict[str, Any] = {
         "max_points": max_points,
         "standardize": standardize,
@@ -172,8 +217,9 @@ def embed_codes(
         coords = np.zeros((X.shape[0], 2), np.float32)
         coords[:, : pca.n_components] = pca.fit_transform(X)
         params["explained_variance_ratio"] = pca.explained_variance_ratio_.tolist()
+        reducer: Any = pca
     else:
-        coords = _umap(X, n_neighbors, min_dist, n_epochs, init, random_state)
+        coords, reducer = _umap(X, n_neighbors, min_dist, n_epochs, init, random_state)
         params.update(
             n_neighbors=min(n_neighbors, rows.size - 1), min_dist=min_dist, n_epochs=n_epochs, init=init
         )
@@ -188,4 +234,6 @@ def embed_codes(
         class_names=codes.class_names(),
         label=codes.label,
         params=params,
+        reducer=reducer,
+        scaler=scaler,
     )

@@ -50,3 +50,17 @@ def test_serialize_and_table(sraven):
     assert "AMI" in result.table() and len(result.table().splitlines()) == 2 + 3
     with pytest.raises(ValueError, match="metric"):
         result.scores("purity")
+
+
+def test_fitted_kmeans_assigns_new_codes_as_the_fit_did(make_sraven):
+    codes = make_sraven(n=800, structure="rule", planted_layers=(1, 2), noise=0.2)
+    result = cluster_codes(codes)
+    row = result.layers[result.layer_names.index("1")]
+    np.testing.assert_array_equal(result.predict(codes, layer=1), row.kmeans.labels_)
+    X = codes.flat([1])
+    nearest = ((X[:, None, :] - row.kmeans.cluster_centers_[None]) ** 2).sum(-1).argmin(1)
+    np.testing.assert_array_equal(result.predict(codes, "1"), nearest)
+    assert result.predict(codes, "all").shape == (800,)
+    assert all("kmeans" not in row for row in result.to_dict()["layers"]) and json.dumps(result.to_dict())
+    with pytest.raises(ValueError, match="was not clustered"):
+        result.predict(codes, layer=7)

@@ -53,3 +53,22 @@ def test_embed_errors(sraven):
         embed_codes(sraven.select(mask=[0, 1]), "pca")
     with pytest.raises(ValueError, match="max_points"):
         subsample(10, 0)
+
+
+def test_a_fitted_embedding_places_new_codes_in_the_same_picture(make_sraven):
+    codes = make_sraven(n=400, structure="rule", planted_layers=(0, 1, 2), noise=0.2, seed=0)
+    new = make_sraven(n=200, structure="rule", planted_layers=(0, 1, 2), noise=0.2, seed=0)
+    pca = embed_codes(codes, "pca", layer="all", max_points=None, standardize=True)
+    X = codes.flat()
+    centred = (X - X.mean(0)) / X.std(0)
+    np.testing.assert_allclose(pca.transform(codes), pca.coords, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.abs(pca.transform(new)[:, 0]), np.abs(((new.flat() - X.mean(0)) / X.std(0))
+                                                                         @ np.linalg.svd(centred)[2][0]), atol=1e-3)
+    assert "reducer" not in pca.to_dict() and "scaler" not in pca.to_dict()
+    umap_view = embed_codes(codes, "umap", layer="last", n_neighbors=10, init="pca")
+    placed = umap_view.transform(codes.select(mask=umap_view.rows[:100]))
+    # a fitted row lands among the fitted rows of its own rule
+    nearest = NearestNeighbors(n_neighbors=5).fit(umap_view.coords).kneighbors(placed, return_distance=False)
+    assert (umap_view.labels["rule"][nearest] == umap_view.labels["rule"][:100, None]).mean() > 0.9
+    with pytest.raises(ValueError, match="features at layer"):
+        pca.transform(make_sraven(n=50, n_heads=2))
