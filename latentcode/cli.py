@@ -250,8 +250,25 @@ def _add_train_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--force", action="store_true", help="delete the run in --out and start over")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="progress bar (default: only on a terminal)")
+    _add_threads_and_time_limit(parser, "checkpoint and exit cleanly after this many seconds of wall clock "
+                                "(continue with --resume)")
     parser.set_defaults(accepts_overrides=True)
     return parser
+
+
+def _add_threads_and_time_limit(parser: argparse.ArgumentParser, time_help: str) -> None:
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="torch CPU threads (default: torch's, i.e. OMP_NUM_THREADS or the core count)")
+    parser.add_argument("--time-limit", type=float, metavar="SECONDS", help=time_help)
+
+
+def _set_threads(threads: int | None) -> None:
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"--threads={threads} must be a positive integer")
+        import torch
+
+        torch.set_num_threads(threads)
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -264,10 +281,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
     tcfg = build_train_config(args.task, args.preset, {k: v for k, v in flags.items() if v is not None},
                               args.overrides["train"])
     out = args.out or Path("runs") / f"{args.task}-{args.model}-{args.preset}-s{args.seed}"
+    _set_threads(args.threads)
     run = _with_tqdm_logging(lambda: train(mcfg, task, tcfg, out, resume=args.resume, force=args.force,
-                                           progress=args.progress))
+                                           progress=args.progress, time_limit=args.time_limit))
     if distributed.env_info().is_main:
         print(f"run: {run.path} (step {run.step}, checkpoint {run.checkpoint_hash})")
+        if run.step < run.config.train.steps:
+            print(f"stopped by --time-limit at step {run.step} of {run.config.train.steps}; continue with --resume")
         results = _final_metrics(run)
         if results:
             print(_metrics_table(results))
@@ -381,6 +401,11 @@ def _add_sweep_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="local subprocesses or submitit's AutoExecutor (default: local)")
     parser.add_argument("--cluster", help="submitit cluster: slurm, local or debug (default: auto-detect)")
     parser.add_argument("--dry-run", action="store_true", help="list the runs and their status, train nothing")
+    parser.add_argument("--ensemble", action="store_true",
+                        help="train runs that differ only in seed, lr, warmup or weight decay as one vectorized "
+                        "process each (local launcher; same results as one process per run)")
+    _add_threads_and_time_limit(parser, "wall-clock seconds for the whole sweep: running trainings checkpoint and "
+                                "exit when they run out, later ones do not start (run the sweep again to continue)")
     return parser
 
 
@@ -388,9 +413,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from latentcode.sweep import load_grid, run_sweep
 
     grid = load_grid(args.grid)
-    results = run_sweep(grid, jobs=args.jobs, launcher=args.launcher, dry_run=args.dry_run, cluster=args.cluster)
+    results = run_sweep(grid, jobs=args.jobs, launcher=args.launcher, dry_run=args.dry_run, cluster=args.cluster,
+                        ensemble=args.ensemble, threads=args.threads, time_limit=args.time_limit)
     rows = [{"run": r.point.name, "status": r.status, "dir": str(r.point.out_dir)} for r in results]
     print(_format_table(rows, ["run", "status", "dir"]))
+    if any(r.status in ("stopped", "pending") for r in results):
+        print("the time limit stopped the sweep; run the same command again to continue", file=sys.stderr)
     failed = [r for r in results if r.status == "failed"]
     for r in failed:
         print(f"failed: {r.point.name} (exit code {r.returncode}); log: {r.log}", file=sys.stderr)

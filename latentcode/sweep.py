@@ -1,6 +1,9 @@
 """Sweeps: expand a YAML grid into one run directory per point, then train the points K at a time locally or
 through submitit. Each point is an ordinary `latentcode train ... --resume` process, so finished runs are
-skipped and interrupted ones continue when a sweep is run again. Nothing here trains in-process.
+skipped and interrupted ones continue when a sweep is run again. With `ensemble=True` (`--ensemble`), points
+that differ only in seed, learning rate, warm-up or weight decay train as one `train_ensemble` process
+(`python -m latentcode.sweep GROUP.json`, the only training this module starts itself); its members write the
+run directories single processes would, with the same numbers.
 
 Grid format (YAML; only `task` and `variants` are required)::
 
@@ -29,6 +32,7 @@ this module converts back to a number anyway.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import itertools
 import json
@@ -37,6 +41,8 @@ import os
 import re
 import subprocess
 import sys
+import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +50,7 @@ from typing import Any
 
 import yaml
 
-from latentcode.checkpoint import is_finished
+from latentcode.checkpoint import is_finished, read_train_state
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +85,21 @@ class SweepPoint:
         for section, values in (("model", self.model), ("task", self.task_params), ("train", self.train)):
             args += [f"--{section}.{k}={json.dumps(v)}" for k, v in values.items()]
         return args
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "out_dir": str(self.out_dir)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SweepPoint:
+        return cls(**{**data, "out_dir": Path(data["out_dir"])})
+
+    def build(self) -> tuple[Any, Any, Any]:
+        """(task, ModelConfig, TrainConfig) of this point: what `latentcode train` builds from `argv()`."""
+        from latentcode.build import build_model_config, build_task, build_train_config
+
+        task = build_task(self.task, {"seed": self.seed, **self.task_params})
+        return (task, build_model_config(task, self.variant, self.preset, self.model),
+                build_train_config(self.task, self.preset, {"seed": self.seed}, self.train))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -210,14 +231,65 @@ def expand_grid(grid: Grid, *, validate: bool = True) -> list[SweepPoint]:
 
 
 def _validate(point: SweepPoint) -> None:
-    from latentcode.cli import build_model_config, build_task, build_train_config
-
     try:
-        task = build_task(point.task, {"seed": point.seed, **point.task_params})
-        build_model_config(task, point.variant, point.preset, point.model)
-        build_train_config(point.task, point.preset, {"seed": point.seed}, point.train)
+        point.build()
     except ValueError as e:
         raise ValueError(f"sweep point {point.name}: {e}") from e
+
+
+def group_points(points: Sequence[SweepPoint]) -> list[list[SweepPoint]]:
+    """Points that can train as one ensemble, in grid order: those that differ only in seed and in the train
+    fields `latentcode.ensemble.MEMBER_FIELDS` (lr, warmup, weight_decay, min_lr_ratio), which change no shape.
+    Mixture-of-experts variants stay alone (vmap cannot batch their routing).
+
+    A seed also sets each point's split, so the members of a group may hold out different compositions; every
+    member still writes the run directory, with the numbers, that its own `latentcode train` process would.
+    """
+    from latentcode.ensemble import MEMBER_FIELDS, can_ensemble
+
+    groups: dict[str, list[SweepPoint]] = {}
+    for point in points:
+        shared = {k: v for k, v in point.train.items() if k not in MEMBER_FIELDS}
+        key = json.dumps([point.task, point.variant, point.preset, point.model, point.task_params, shared],
+                         sort_keys=True, default=str)
+        groups.setdefault(key, []).append(point)
+    result = []
+    for members in groups.values():
+        built = [p.build() for p in members]
+        if len(members) > 1 and can_ensemble(built[0][1], [b[2] for b in built]):
+            result.append(members)
+        else:
+            result.extend([p] for p in members)
+    return result
+
+
+def group_name(members: Sequence[SweepPoint]) -> str:
+    """The name of an ensemble group (its log file and spec file): its first point's name and the group size."""
+    return members[0].name if len(members) == 1 else f"{members[0].name}-ensemble{len(members)}"
+
+
+def train_group(points: Sequence[SweepPoint], *, time_limit: float | None = None,
+                progress: bool | None = False) -> list[Any]:
+    """Train (or resume) the points of one `group_points` group as one ensemble in this process.
+
+    Raises:
+        ValueError: points that cannot share an ensemble, or members stopped at different steps.
+    """
+    from latentcode.ensemble import train_ensemble
+
+    built = [p.build() for p in points]
+    model_cfg = built[0][1]
+    for point, (_, cfg, _) in zip(points, built, strict=True):
+        if cfg != model_cfg:
+            raise ValueError(f"sweep point {point.name} has another model than {points[0].name}; it cannot join "
+                             "their ensemble")
+    return train_ensemble(model_cfg, [b[0] for b in built], [b[2] for b in built], [p.out_dir for p in points],
+                          resume=True, progress=progress, time_limit=time_limit)
+
+
+def _steps_done(point: SweepPoint) -> int:
+    state = read_train_state(point.out_dir) if (point.out_dir / "config.json").is_file() else None
+    return 0 if state is None else state.step
 
 
 @dataclass(frozen=True)
@@ -226,18 +298,25 @@ class PointResult:
 
     point: SweepPoint
     status: str
-    """'finished' (skipped: already done), 'done', 'failed' or 'planned' (dry run)."""
+    """'finished' (skipped: already done), 'done', 'failed', 'planned' (dry run), 'stopped' (the time limit
+    stopped it after a checkpoint; run the sweep again to continue) or 'pending' (the time limit ran out before
+    it started)."""
     returncode: int | None = None
     log: Path | None = None
+    group: str | None = None
+    """The ensemble group it trained in (None: its own process)."""
 
 
-def _command(point: SweepPoint) -> list[str]:
-    return [sys.executable, "-m", "latentcode", *point.argv()]
+def _command(point: SweepPoint, threads: int | None = None) -> list[str]:
+    extra = [] if threads is None else ["--threads", str(threads)]
+    return [sys.executable, "-m", "latentcode", *point.argv(), *extra]
 
 
-def _child_env(jobs: int) -> dict[str, str]:
+def _child_env(jobs: int, threads: int | None = None) -> dict[str, str]:
     env = dict(os.environ)
-    if jobs > 1 and "OMP_NUM_THREADS" not in env:  # K processes share the cores instead of oversubscribing
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
+    elif jobs > 1 and "OMP_NUM_THREADS" not in env:  # K processes share the cores instead of oversubscribing
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // jobs))
     return env
 
@@ -249,26 +328,46 @@ def run_sweep(
     launcher: str = "local",
     dry_run: bool = False,
     cluster: str | None = None,
+    ensemble: bool = False,
+    threads: int | None = None,
+    time_limit: float | None = None,
 ) -> list[PointResult]:
     """Train every unfinished point of a grid.
 
     Args:
         grid: the parsed grid (`load_grid`).
-        jobs: points trained at a time (local launcher), or the Slurm array parallelism (submitit).
+        jobs: processes at a time (local launcher), or the Slurm array parallelism (submitit).
         launcher: 'local' (subprocesses of this machine) or 'submitit' (`submitit.AutoExecutor`).
         dry_run: report each point's status without training.
         cluster: submitit cluster ('slurm', 'local', 'debug'; None auto-detects).
+        ensemble: train the unfinished points of each `group_points` group as one ensemble process (local
+            launcher). A group resumes together; one whose members stopped at different steps fails with a
+            message, and its points then train alone without `ensemble`.
+        threads: torch CPU threads of each process (None: `OMP_NUM_THREADS` if set, else the cores shared among
+            `jobs`).
+        time_limit: wall-clock seconds for the whole sweep (local launcher): each process gets what is left when
+            it starts, checkpoints and exits when it runs out ('stopped'); processes not started by then are
+            'pending'. Run the sweep again to continue.
 
     Returns:
         One result per point, in grid order.
 
     Raises:
-        ValueError: an invalid grid, `jobs` < 1 or an unknown launcher.
+        ValueError: an invalid grid, `jobs` < 1, `threads` < 1, a negative `time_limit`, an unknown launcher,
+            or `ensemble`/`time_limit` with submitit.
     """
     if jobs < 1:
         raise ValueError(f"jobs={jobs} must be a positive integer")
     if launcher not in ("local", "submitit"):
         raise ValueError(f"launcher={launcher!r} is not one of local, submitit")
+    if threads is not None and threads < 1:
+        raise ValueError(f"threads={threads} must be a positive integer (or None for the default)")
+    if time_limit is not None and not time_limit >= 0:
+        raise ValueError(f"time_limit={time_limit} must be a number of seconds >= 0 (or None for no limit)")
+    if launcher == "submitit" and (ensemble or time_limit is not None):
+        raise ValueError("ensemble and time_limit work with the local launcher; give submitit's timeout_min in "
+                         "the grid's `submitit` mapping instead")
+    deadline = None if time_limit is None else time.monotonic() + time_limit
     points = expand_grid(grid)
     results: dict[str, PointResult] = {}
     todo = []
@@ -283,25 +382,56 @@ def run_sweep(
     logger.info("sweep: %d points, %d finished, %d to run", len(points), n_finished, len(points) - n_finished)
     if todo:
         (grid.out / "logs").mkdir(parents=True, exist_ok=True)
-        run = _run_local if launcher == "local" else _run_submitit
-        for result in run(todo, grid, jobs=jobs, cluster=cluster):
-            results[result.point.name] = result
+        if launcher == "local":
+            groups = group_points(todo) if ensemble else [[p] for p in todo]
+            for result in _run_local(groups, grid, jobs=jobs, threads=threads, deadline=deadline):
+                results[result.point.name] = result
+        else:
+            for result in _run_submitit(todo, grid, jobs=jobs, cluster=cluster):
+                results[result.point.name] = result
     return [results[p.name] for p in points]
 
 
-def _run_local(points: list[SweepPoint], grid: Grid, *, jobs: int, cluster: str | None) -> list[PointResult]:
-    env = _child_env(jobs)
+def _run_local(groups: list[list[SweepPoint]], grid: Grid, *, jobs: int, threads: int | None,
+               deadline: float | None) -> list[PointResult]:
+    env = _child_env(jobs, threads)
 
-    def one(point: SweepPoint) -> PointResult:
-        log = grid.out / "logs" / f"{point.name}.log"
-        logger.info("sweep: training %s", point.name)
+    def one(members: list[SweepPoint]) -> list[PointResult]:
+        name = group_name(members)
+        log = grid.out / "logs" / f"{name}.log"
+        group = name if len(members) > 1 else None
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            return [PointResult(p, "pending", None, None, group) for p in members]
+        extra = [] if left is None else ["--time-limit", f"{left:.1f}"]
+        if len(members) == 1:
+            command = _command(members[0], threads) + extra
+        else:
+            steps = {p.name: _steps_done(p) for p in members}
+            if len(set(steps.values())) > 1:
+                message = (f"ensemble group {name}: its members stopped at different steps ("
+                           f"{', '.join(f'{n}: {s}' for n, s in steps.items())}) and resume only together; run "
+                           "this sweep without --ensemble to finish each on its own")
+                log.write_text(message + "\n")
+                logger.error("sweep: %s", message)
+                return [PointResult(p, "failed", None, log, group) for p in members]
+            spec = grid.out / "logs" / f"{name}.json"
+            spec.write_text(json.dumps({"points": [p.to_dict() for p in members]}, indent=1) + "\n")
+            command = [sys.executable, "-m", "latentcode.sweep", str(spec), *extra]
+            command += [] if threads is None else ["--threads", str(threads)]
+        logger.info("sweep: training %s", name)
         with open(log, "w") as f:
-            rc = subprocess.run(_command(point), stdout=f, stderr=subprocess.STDOUT, env=env).returncode
-        status = "done" if rc == 0 and is_finished(point.out_dir) else "failed"
-        return PointResult(point, status, rc, log)
+            rc = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
+        return [PointResult(p, _status(rc, p), rc, log, group) for p in members]
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(one, points))
+        return [result for results in pool.map(one, groups) for result in results]
+
+
+def _status(returncode: int, point: SweepPoint) -> str:
+    if returncode != 0:
+        return "failed"
+    return "done" if is_finished(point.out_dir) else "stopped" if _steps_done(point) > 0 else "failed"
 
 
 def _run_submitit(points: list[SweepPoint], grid: Grid, *, jobs: int, cluster: str | None) -> list[PointResult]:
@@ -333,3 +463,32 @@ def grid_to_dict(grid: Grid) -> dict[str, Any]:
     data = dataclasses.asdict(grid)
     data["out"] = str(grid.out)
     return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m latentcode.sweep GROUP.json`: train one ensemble group that `run_sweep` wrote (exit code 0 also
+    when a time limit stopped it; 2 for a refused group)."""
+    parser = argparse.ArgumentParser(prog="python -m latentcode.sweep",
+                                     description="Train one ensemble group of a sweep (run_sweep starts this).")
+    parser.add_argument("spec", type=Path, help="the group's JSON file (<out>/logs/<group>.json)")
+    parser.add_argument("--time-limit", type=float, metavar="SECONDS", help="checkpoint and exit after this long")
+    parser.add_argument("--threads", type=int, metavar="N", help="torch CPU threads")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    points = [SweepPoint.from_dict(d) for d in json.loads(args.spec.read_text())["points"]]
+    try:
+        runs = train_group(points, time_limit=args.time_limit)
+    except ValueError as e:
+        logger.error("error: %s", e)
+        return 2
+    for point, run in zip(points, runs, strict=True):
+        logger.info("run: %s (%s, step %d of %d)", run.path, point.name, run.step, run.config.train.steps)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

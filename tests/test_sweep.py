@@ -8,11 +8,13 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from latentcode.checkpoint import is_finished, load_run
 from latentcode.cli import main
-from latentcode.sweep import Grid, expand_grid, load_grid, run_sweep
+from latentcode.sweep import Grid, expand_grid, group_name, group_points, load_grid, run_sweep, train_group
+from latentcode.train import train
 
 TINY_TRAIN = {"steps": 4, "warmup": 1, "eval_every": 4, "log_every": 2, "eval_samples": 64}
 
@@ -175,3 +177,58 @@ def test_submitit_local_executor_runs_a_point(tmp_path):
     assert [r.status for r in results] == ["done"], results[0].log.read_text()
     assert is_finished(tmp_path / "runs" / "fuzzy_logic-linear-s0")
     assert (tmp_path / "runs" / "submitit").is_dir()
+
+
+# ----------------------------------------------------------------------------------------- ensemble groups
+def _ensemble_grid(tmp_path: Path, name: str = "runs", **extra) -> Grid:
+    return Grid.from_dict({"task": "fuzzy_logic", "preset": "tiny", "out": str(tmp_path / name),
+                           "variants": ["hyla"], "seeds": [0, 1], "model": {"attn_dropout": 0.1},
+                           "train": TINY_TRAIN, **extra})
+
+
+def test_points_differing_in_seed_lr_or_weight_decay_form_one_group(tmp_path):
+    grid = Grid.from_dict({"task": "sraven", "preset": "tiny", "out": str(tmp_path), "variants": ["softmax", "hyla+moe"],
+                           "seeds": [0, 1], "frac_ood": [0.25, 0.5],
+                           "grid": {"train.lr": [1e-3, 3e-3], "train.weight_decay": [0.1, 0.3]},
+                           "train": {"steps": 10, "warmup": 2}})
+    groups = group_points(expand_grid(grid))
+    sizes = sorted(len(g) for g in groups)
+    assert sizes == [1] * 16 + [8, 8]  # mixture-of-experts points train alone
+    big = [g for g in groups if len(g) == 8]
+    assert all({p.variant for p in g} == {"softmax"} for g in big)
+    assert [{p.task_params["frac_ood"] for p in g} for g in big] == [{0.25}, {0.5}]
+    assert group_name(big[0]) == "sraven-softmax-s0-frac0.25-lr0.001-weight_decay0.1-ensemble8"
+
+
+@pytest.mark.slow
+def test_an_ensemble_sweep_gives_the_runs_of_a_plain_sweep(tmp_path):
+    plain = run_sweep(_ensemble_grid(tmp_path, "plain"))
+    grouped = run_sweep(_ensemble_grid(tmp_path, "grouped"), ensemble=True, threads=1)
+    assert [r.status for r in plain] == [r.status for r in grouped] == ["done", "done"]
+    assert {r.group for r in grouped} == {"fuzzy_logic-hyla-s0-ensemble2"}
+    for a, b in zip(plain, grouped, strict=True):
+        run_a, run_b = load_run(a.point.out_dir), load_run(b.point.out_dir)
+        assert run_a.config.to_dict() == run_b.config.to_dict()
+        for (name, p), (_, q) in zip(run_a.model.named_parameters(), run_b.model.named_parameters(), strict=True):
+            torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_a_group_resumes_together_and_a_split_group_is_refused(tmp_path):
+    grid = _ensemble_grid(tmp_path)
+    points = expand_grid(grid)
+    runs = train_group(points, time_limit=0.0)  # both members stop after step 1
+    assert [r.step for r in runs] == [1, 1]
+    assert [r.status for r in run_sweep(grid, ensemble=True, time_limit=0.0)] == ["pending", "pending"]
+    resumed = run_sweep(grid, ensemble=True, threads=1)  # one process continues both from step 1
+    assert [r.status for r in resumed] == ["done", "done"], resumed[0].log.read_text()
+    assert [load_run(p.out_dir).step for p in points] == [TINY_TRAIN["steps"]] * 2
+
+    other = _ensemble_grid(tmp_path, "split")
+    first = expand_grid(other)[0]
+    task, mcfg, tcfg = first.build()
+    train(mcfg, task, tcfg, first.out_dir, progress=False, time_limit=0.0)  # one member alone, to step 1
+    results = run_sweep(other, ensemble=True)
+    assert [r.status for r in results] == ["failed", "failed"]
+    message = results[0].log.read_text()
+    assert "different steps (fuzzy_logic-hyla-s0: 1, fuzzy_logic-hyla-s1: 0)" in message
+    assert "without --ensemble" in message
