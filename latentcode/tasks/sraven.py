@@ -217,6 +217,50 @@ class SRaven(CompositionalTask):
         """Argmax value at each of the n_features query positions: panel 9 in presented slot order."""
         return self._query_logits(outputs).argmax(dim=-1)
 
+    def rule_answer(
+        self, grid: Int[Tensor, "batch 3 3"], rule: Int[Tensor, " batch"]
+    ) -> tuple[Int[Tensor, " batch"], Bool[Tensor, " batch"]]:
+        """The value `rule` gives the last panel of one feature's 3x3 grid, where that is defined.
+
+        What the rule-transfer experiment needs: the answer a donor's rule gives on a recipient's panels. A
+        rule's answer is defined when the last row's first two values fit it: constant needs them equal, a
+        progression needs them one step apart, addition and subtraction always fit, and distribute_three needs
+        the first two rows to spread one triple of distinct values and the last row's two values to be two of
+        them (the answer is the third). The last entry of `grid` is ignored.
+
+        Args:
+            grid: values [batch, row, column] of one feature (unpermuted, or one slot followed across columns).
+            rule: rule index [batch] (into `RULE_NAMES`).
+
+        Returns:
+            (answer long [batch], defined bool [batch]); the answer is 0 where undefined.
+
+        >>> task = SRaven()
+        >>> batch = task.sample(64, seed=0, unpermuted=True)
+        >>> answer, defined = task.rule_answer(batch.labels["panels"][..., 2], batch.labels["rules"][:, 2])
+        >>> bool(defined.all()), bool((answer == batch.y[:, 2]).all())
+        (True, True)
+        """
+        n_values = self.config.n_values
+        first, second = grid[:, 2, 0], grid[:, 2, 1]
+        steps = torch.tensor([0, 1, 2, -1, -2], device=grid.device)  # constant, progression+1, +2, -1, -2
+        step = steps[rule.clamp(max=4)]
+        progression = rule <= 4
+        answer = torch.where(progression, (second + step) % n_values, torch.zeros_like(second))
+        defined = progression & ((first + step) % n_values == second)
+        answer = torch.where(rule == 5, (first + second) % n_values, answer)
+        answer = torch.where(rule == 6, (first - second) % n_values, answer)
+        defined = defined | (rule == 5) | (rule == 6)
+        rows = grid[:, :2].sort(dim=-1).values
+        triple = rows[:, 0]
+        spread = (triple[:, 0] < triple[:, 1]) & (triple[:, 1] < triple[:, 2]) & (rows[:, 0] == rows[:, 1]).all(-1)
+        has_first, has_second = (triple == first[:, None]).any(-1), (triple == second[:, None]).any(-1)
+        three = (rule == _DISTRIBUTE_THREE) & spread & has_first & has_second & (first != second)
+        third = triple.sum(-1) - first - second
+        answer = torch.where(three, third, answer)
+        defined = defined | three
+        return torch.where(defined, answer, torch.zeros_like(answer)), defined
+
     def ambiguous(self, batch: Batch) -> Bool[Tensor, " batch"]:
         """Whether another assignment of rules fits the context and answers differently (spec §2.2, §8.6).
 

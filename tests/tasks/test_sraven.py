@@ -276,3 +276,14 @@ def test_a_single_fitting_rule_is_ambiguous_only_against_another_answer(context,
     assert agrees.tolist() == [False] and differs.tolist() == [True]
     panels = decode_sraven(x.numpy(), np.array([[answer]]), 1, 8)[0]
     assert not sraven_ambiguous(panels, 8)
+
+
+def test_rule_answer_on_a_hand_made_grid():
+    task = SRaven()
+    grid = torch.tensor([[1, 3, 5], [5, 1, 3], [3, 5, 0]]).expand(8, 3, 3)
+    answer, defined = task.rule_answer(grid, torch.arange(8))
+    # constant, +1, +2, -1, -2, addition, subtraction, distribute_three on the last row (3, 5, ?)
+    assert defined.tolist() == [False, False, True, False, False, True, True, True]
+    assert answer.tolist() == [0, 0, 7, 0, 0, 0, 6, 1]
+    broken = torch.tensor([[1, 3, 5], [5, 1, 4], [3, 5, 0]])[None]  # rows spread different triples
+    assert not task.rule_answer(broken, torch.tensor([7]))[1].item()
