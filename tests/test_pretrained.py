@@ -1,0 +1,115 @@
+"""Shipped checkpoints: export, lookup by name, read-only protection, and the checkpoints that ship in the repo
+reproducing the held-out metric recorded when they were shipped."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+import latentcode as lc
+from latentcode.analysis import decode_run, extract_run
+from latentcode.cli import main
+from latentcode.pretrained import (
+    CHECKPOINTS_ENV,
+    checkpoints_dir,
+    export_checkpoint,
+    is_shipped,
+    list_pretrained,
+    load_pretrained,
+    shipped_info,
+)
+from latentcode.train import evaluate
+
+REPO_CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
+SHIPPED = ["fuzzy_logic-softmax", "fuzzy_logic-linear", "fuzzy_logic-hyla"]
+
+
+def _tree_digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    task = lc.get_task("fuzzy_logic", seq_len=8)
+    return lc.train(lc.model_config(task, "hyla", preset="tiny"), task, lc.train_config("fuzzy_logic", "tiny"),
+                    tmp_path_factory.mktemp("runs") / "hyla", progress=False)
+
+
+@pytest.fixture()
+def shipped(tiny_run, tmp_path, monkeypatch):
+    folder = tmp_path / "checkpoints"
+    export_checkpoint(tiny_run.path, folder / "fuzzy_logic-hyla", command="latentcode train ...")
+    monkeypatch.setenv(CHECKPOINTS_ENV, str(folder))
+    return folder
+
+
+def test_export_writes_weights_config_metrics_and_provenance_only(tiny_run, shipped):
+    dest = shipped / "fuzzy_logic-hyla"
+    assert sorted(p.name for p in dest.iterdir()) == ["config.json", "metrics.jsonl", "model.safetensors",
+                                                      "shipped.json"]
+    info = shipped_info(dest)
+    assert info["step"] == tiny_run.step and info["command"] == "latentcode train ..."
+    ood = [json.loads(line) for line in (tiny_run.path / "metrics.jsonl").read_text().splitlines()
+           if json.loads(line)["split"] == "ood"][-1]
+    assert info["evaluation"]["results"]["ood"] == ood
+    assert info["evaluation"]["n_samples"] == tiny_run.config.train.eval_samples
+
+
+def test_export_never_overwrites(tiny_run, shipped):
+    with pytest.raises(ValueError, match="already exists"):
+        export_checkpoint(tiny_run.path, shipped / "fuzzy_logic-hyla")
+
+
+def test_lookup_by_name_and_typo_suggestions(shipped, tiny_run):
+    assert checkpoints_dir() == shipped
+    assert list_pretrained() == ["fuzzy_logic-hyla"]
+    run = load_pretrained("fuzzy_logic-hyla")
+    assert run.checkpoint_hash == tiny_run.checkpoint_hash and run.step == tiny_run.step
+    with pytest.raises(ValueError, match=r"did you mean 'fuzzy_logic-hyla'.*Available: fuzzy_logic-hyla"):
+        load_pretrained("fuzzy-logic-hyla")
+
+
+def test_missing_checkpoints_folder_says_how_to_fix(tmp_path, monkeypatch):
+    monkeypatch.setenv(CHECKPOINTS_ENV, str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match=CHECKPOINTS_ENV):
+        list_pretrained()
+
+
+def test_analyses_never_write_into_a_shipped_checkpoint(shipped, tmp_path, capsys):
+    dest = shipped / "fuzzy_logic-hyla"
+    before = _tree_digest(dest)
+    assert is_shipped(dest) and is_shipped(dest / "codes")
+    with pytest.raises(ValueError, match="shipped checkpoint"):
+        extract_run(dest, n_samples=32)
+    assert main(["decode", str(dest)]) == 2
+    assert "--out" in capsys.readouterr().err
+    out = tmp_path / "analysis"
+    result, path = decode_run(dest, out_dir=out)
+    assert path.is_relative_to(out) and (out / "model.safetensors").is_file() and not is_shipped(out)
+    assert len(result.layer_names) > 0
+    decode_run(dest, out_dir=out)  # the copy is reused
+    assert _tree_digest(dest) == before
+
+
+def test_the_pretrained_command_lists_names_and_metrics(shipped, capsys):
+    assert main(["pretrained"]) == 0
+    out = capsys.readouterr().out
+    assert "fuzzy_logic-hyla" in out and "ood r2" in out
+
+
+@pytest.mark.skipif(not REPO_CHECKPOINTS.is_dir(), reason="no checkpoints/ folder (not a clone)")
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_checkpoint_reproduces_its_recorded_metric(name, monkeypatch):
+    monkeypatch.delenv(CHECKPOINTS_ENV, raising=False)
+    assert name in list_pretrained()
+    run = load_pretrained(name)
+    evaluation = shipped_info(run.path)["evaluation"]
+    results = evaluate(run.model, run.task, splits=("ood",), n_samples=evaluation["n_samples"],
+                       seed=evaluation["seed"])
+    metric = evaluation["metric"]
+    assert results["ood"][metric] == pytest.approx(evaluation["results"]["ood"][metric], abs=1e-4)
+    assert (run.path / "model.safetensors").stat().st_size < 1_000_000

@@ -1,0 +1,114 @@
+"""Result tables: rows collected from run directories, the CSV round trip, mean ± s.e. against numpy, and the
+`latentcode table` command."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+import latentcode as lc
+from latentcode.cli import main
+from latentcode.results import (
+    PAPER_TABLE_A1,
+    ResultRow,
+    collect_results,
+    markdown_table,
+    read_results_csv,
+    summarize,
+    write_results_csv,
+)
+
+
+def _row(variant: str, seed: int, value: float, *, split: str = "ood", step: int = 10, steps: int = 10) -> ResultRow:
+    return ResultRow(task="fuzzy_logic", variant=variant, seed=seed, split=split, metric="r2", value=value,
+                     step=step, steps=steps, lr=1e-3, weight_decay=0.1, run=f"{variant}-s{seed}")
+
+
+def test_mean_and_standard_error_match_numpy():
+    values = [0.61, 0.70, 0.655]
+    rows = [_row("hyla", s, v) for s, v in enumerate(values)] + [_row("softmax", 0, 0.5), _row("softmax", 1, 0.52)]
+    (softmax, hyla) = sorted(summarize(rows), key=lambda s: s.variant != "softmax")
+    x = 100 * np.array(values)
+    assert hyla.mean == pytest.approx(x.mean())
+    assert hyla.sem == pytest.approx(x.std(ddof=1) / np.sqrt(3))
+    assert hyla.seeds == (0, 1, 2) and hyla.paper == PAPER_TABLE_A1["fuzzy_logic"]["hyla"]
+    assert softmax.sem == pytest.approx(np.std([50.0, 52.0], ddof=1) / np.sqrt(2))
+    table = markdown_table([softmax, hyla])
+    assert f"| fuzzy_logic | hyla | 0, 1, 2 | {x.mean():.2f} ± {x.std(ddof=1) / np.sqrt(3):.2f} | 81.13 ± 7.77 |" in table
+    assert f"{x.mean() - 81.13:+.2f}" in table
+
+
+def test_table_follows_the_paper_row_order_and_skips_unfinished_runs():
+    rows = [_row("hyla", 0, 0.8), _row("linear", 0, 0.6), _row("softmax", 0, 0.6), _row("softmax", 1, 0.1, step=5)]
+    assert [s.variant for s in summarize(rows)] == ["softmax", "linear", "hyla"]
+    assert [s.n_seeds for s in summarize(rows)] == [1, 1, 1]
+    assert [s.n_seeds for s in summarize(rows, finished_only=False)][0] == 2
+    one = summarize(rows)[0]
+    assert np.isnan(one.sem) and "| 60.00 |" in markdown_table([one])
+
+
+def test_two_settings_of_one_seed_are_refused():
+    rows = [_row("hyla", 0, 0.8), _row("hyla", 0, 0.7)]
+    with pytest.raises(ValueError, match="several rows for seed"):
+        summarize(rows)
+
+
+def test_csv_round_trip_is_exact(tmp_path):
+    rows = [_row("hyla", 0, 0.123456789012345), _row("hyla", 0, 0.5, split="test")]
+    path = write_results_csv(rows, tmp_path / "r.csv")
+    assert read_results_csv(path) == sorted(rows, key=lambda r: r.split)
+
+
+def test_a_bad_csv_names_the_line_and_column(tmp_path):
+    path = write_results_csv([_row("hyla", 0, 0.5)], tmp_path / "r.csv")
+    path.write_text(path.read_text().replace("0.5", "half"))
+    with pytest.raises(ValueError, match=r"r\.csv:2: column value='half'"):
+        read_results_csv(path)
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="lacks the column"):
+        read_results_csv(tmp_path / "other.csv")
+
+
+@pytest.fixture(scope="module")
+def tiny_runs(tmp_path_factory):
+    task = lc.get_task("fuzzy_logic", seq_len=8)
+    root = tmp_path_factory.mktemp("runs")
+    runs = []
+    for seed in (0, 1):
+        cfg = dataclasses.replace(lc.train_config("fuzzy_logic", "tiny"), seed=seed)
+        runs.append(lc.train(lc.model_config(task, "hyla", preset="tiny"), task, cfg, root / f"hyla-s{seed}",
+                             progress=False))
+    return runs
+
+
+def test_rows_are_each_runs_last_evaluation(tiny_runs):
+    rows = collect_results([r.path for r in tiny_runs])
+    assert len(rows) == 4
+    for run in tiny_runs:
+        records = [json.loads(line) for line in (run.path / "metrics.jsonl").read_text().splitlines()]
+        last_ood = [r for r in records if r["split"] == "ood"][-1]
+        (row,) = [r for r in rows if r.run == run.path.name and r.split == "ood"]
+        assert row.value == last_ood["r2"] and row.step == last_ood["step"] and row.finished
+        assert row.live_fraction == ";".join(f"{f:.4f}" for f in last_ood["value_live_fraction"])
+
+
+def test_table_command_writes_csv_and_regenerates_the_same_markdown(tiny_runs, tmp_path, capsys):
+    csv_path = tmp_path / "rows.csv"
+    assert main(["table", *[str(r.path) for r in tiny_runs], "--csv", str(csv_path)]) == 0
+    from_runs = capsys.readouterr().out
+    assert main(["table", "--from", str(csv_path)]) == 0
+    from_csv = capsys.readouterr().out
+    table = [line for line in from_runs.splitlines() if line.startswith("|")]
+    assert table == [line for line in from_csv.splitlines() if line.startswith("|")]
+    values = 100 * np.array([r.value for r in read_results_csv(csv_path) if r.split == "ood"])
+    assert f"{values.mean():.2f} ± {values.std(ddof=1) / np.sqrt(2):.2f}" in table[-1]
+
+
+def test_table_command_errors(tmp_path, capsys):
+    assert main(["table"]) == 2
+    assert "exactly one" in capsys.readouterr().err
+    assert main(["table", str(tmp_path)]) == 2
+    assert "config.json" in capsys.readouterr().err
