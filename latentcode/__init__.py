@@ -17,21 +17,37 @@ from latentcode.config import (
     model_config,
     train_config,
 )
+from latentcode.diagnostics import value_live_fraction
 from latentcode.ensemble import can_ensemble, train_ensemble
+from latentcode.experiments import (
+    ExperimentResult,
+    function_transfer,
+    mean_ablation,
+    rule_transfer,
+    run_experiment,
+)
 from latentcode.extract import LatentCodes, codes_from_patterns, extract_latent_codes
 from latentcode.hypernetwork import hypernetwork_forward, value_network_weights
 from latentcode.interventions import InterventionResult, ablate, code_direction, site_mask, steer, transplant
 from latentcode.model import Transformer, build_model
+from latentcode.pretrained import list_pretrained, load_pretrained
+from latentcode.results import collect_results, summarize
 from latentcode.tasks import TASKS, Batch, FuzzyLogic, SRaven, Task, get_task, task_from_dict
 from latentcode.train import NonFiniteLossError, evaluate, train
 
 __all__ = [
+    "summarize",
+    "collect_results",
+    "load_pretrained",
+    "list_pretrained",
+    "value_live_fraction",
     "MODEL_PRESETS",
     "TASKS",
     "TRAIN_PRESETS",
     "VARIANTS",
     "Batch",
     "CheckpointError",
+    "ExperimentResult",
     "FuzzyLogic",
     "InterventionResult",
     "LatentCodes",
@@ -54,12 +70,16 @@ __all__ = [
     "extract_latent_codes",
     "extract_run",
     "figures_run",
+    "function_transfer",
     "get_task",
     "hypernetwork_forward",
     "load_codes",
     "load_run",
+    "mean_ablation",
     "model_config",
     "report_runs",
+    "rule_transfer",
+    "run_experiment",
     "site_mask",
     "steer",
     "task_from_dict",

@@ -1,0 +1,132 @@
+"""Tests of latentcode/experiments.py on tiny models: a model that ignores its codes transfers nothing and loses
+nothing under ablation; the bookkeeping adds up; results save as CSV, JSON and PNG; shipped runs stay untouched."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+import torch
+
+from latentcode.config import model_config, train_config
+from latentcode.experiments import (
+    ExperimentResult,
+    _one_feature_pairs,
+    function_transfer,
+    mean_ablation,
+    rule_transfer,
+    run_experiment,
+)
+from latentcode.model import build_model
+from latentcode.tasks import FuzzyLogic, SRaven, get_task
+from latentcode.train import train
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _ignores_codes(model):
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.W_O.zero_()
+    return model
+
+
+@pytest.fixture(scope="module")
+def sraven_model():
+    torch.manual_seed(0)
+    task = SRaven()
+    return task, build_model(task, "hyla", "tiny").eval()
+
+
+def test_one_feature_pairs_differ_in_exactly_one_feature():
+    rules = torch.tensor([[0, 1, 2, 3], [0, 1, 2, 5], [0, 1, 4, 5], [7, 7, 7, 7]])
+    recipient, donor = _one_feature_pairs(rules, torch.Generator().manual_seed(0))
+    assert recipient.tolist() == [0, 1, 2]  # instance 3 has no partner
+    assert donor[0] == 1 and donor[1] in (0, 2) and donor[2] == 1
+    assert ((rules[recipient] != rules[donor]).sum(1) == 1).all()
+
+
+def test_rule_transfer_of_a_model_that_ignores_its_codes_is_zero(sraven_model):
+    task, model = sraven_model
+    result = rule_transfer(_ignores_codes(build_model(task, "hyla", "tiny").eval()), task, n_samples=256,
+                           progress=False)
+    assert result.column("transfer").tolist() == [0.0, 0.0, 0.0]
+    assert result.column("keep").tolist() == result.column("clean_keep").tolist()
+    counts = result.counts
+    assert counts["without_partner"] + counts["undefined"] + counts["same_answer"] + counts["pairs"] == 256
+    assert result.column("n_pairs").tolist() == [counts["pairs"]] * 3
+    reads = rule_transfer(model, task, n_samples=256, progress=False)
+    assert reads.column("transfer").max() > 0  # the same pairs move a model that reads its codes
+    assert [row["layer"] for row in reads.rows] == ["0", "1", "all"]
+    assert rule_transfer(model, task, n_samples=256, layers=[1], progress=False).rows == [reads.rows[1]]
+
+
+def test_function_transfer_and_ablation_of_a_model_that_ignores_its_codes_change_nothing():
+    task = FuzzyLogic()
+    torch.manual_seed(0)
+    model = _ignores_codes(build_model(task, "hyla", "tiny").eval())
+    result = function_transfer(model, task, n_samples=128, progress=False)
+    assert result.column("r2_donor").tolist() == result.column("clean_r2_donor").tolist()
+    assert result.column("r2_recipient").tolist() == result.column("clean_r2_recipient").tolist()
+    assert result.counts["pairs"] + result.counts["same_terms"] == 128
+    ablation = mean_ablation(model, task, n_samples=128, progress=False)
+    assert ablation.column("drop").tolist() == [0.0, 0.0, 0.0]
+    assert ablation.params["metric"] == "r2"
+
+
+def test_results_save_csv_json_and_png(tmp_path, sraven_model):
+    task, model = sraven_model
+    result = mean_ablation(model, task, n_samples=64, split="ood", method="zero", progress=False)
+    paths = result.save(tmp_path / "out")
+    assert [p.name for p in paths] == ["zero_ablation.csv", "zero_ablation.json", "zero_ablation.png"]
+    with open(paths[0]) as f:
+        rows = list(csv.DictReader(f))
+    assert [row["layer"] for row in rows] == ["0", "1", "all"]
+    assert float(rows[0]["drop"]) == pytest.approx(result.rows[0]["drop"])
+    assert ExperimentResult(**json.loads(paths[1].read_text())).rows == result.rows
+    assert paths[2].stat().st_size > 1000
+    assert "drop" in result.table() and "zero_ablation — sraven" in result.table()
+
+
+def test_bad_inputs(sraven_model):
+    task, model = sraven_model
+    with pytest.raises(ValueError, match="rule_transfer runs on sraven models"):
+        rule_transfer(model, FuzzyLogic())
+    with pytest.raises(ValueError, match="function_transfer runs on fuzzy_logic models"):
+        function_transfer(model, task)
+    with pytest.raises(ValueError, match=r"layers=\[3\] out of range"):
+        mean_ablation(model, task, n_samples=8, layers=[3])
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    torch.manual_seed(0)
+    task = get_task("fuzzy_logic")
+    cfg = train_config("fuzzy_logic", "tiny", steps=4, warmup=1, eval_every=4, log_every=4, checkpoint_every=4,
+                       eval_samples=32, device="cpu")
+    run_dir = tmp_path_factory.mktemp("runs") / "fuzzy"
+    train(model_config(task, "hyla", "tiny"), task, cfg, run_dir, progress=False)
+    return run_dir
+
+
+def test_run_experiment_writes_into_the_run_or_out_and_never_into_a_shipped_run(tiny_run, tmp_path):
+    result, paths = run_experiment(tiny_run, "transfer", n_samples=32, progress=False)
+    assert result.name == "function_transfer" and paths[0].parent == tiny_run / "interventions"
+    assert result.params["run"] == str(tiny_run) and result.params["step"] == 4
+    _, paths = run_experiment(tiny_run, "ablate", out_dir=tmp_path / "elsewhere", n_samples=32, progress=False)
+    assert paths[0] == tmp_path / "elsewhere" / "mean_ablation.csv"
+    (tiny_run / "shipped.json").write_text("{}")
+    try:
+        with pytest.raises(ValueError, match="shipped checkpoint.*--out"):
+            run_experiment(tiny_run, "ablate", n_samples=32)
+    finally:
+        (tiny_run / "shipped.json").unlink()
+    with pytest.raises(ValueError, match="unknown experiment 'steer'"):
+        run_experiment(tiny_run, "steer")
