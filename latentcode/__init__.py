@@ -17,6 +17,7 @@ from latentcode.config import (
     model_config,
     train_config,
 )
+from latentcode.diagnostics import value_live_fraction
 from latentcode.ensemble import can_ensemble, train_ensemble
 from latentcode.experiments import (
     ExperimentResult,
@@ -29,10 +30,17 @@ from latentcode.extract import LatentCodes, codes_from_patterns, extract_latent_
 from latentcode.hypernetwork import hypernetwork_forward, value_network_weights
 from latentcode.interventions import InterventionResult, ablate, code_direction, site_mask, steer, transplant
 from latentcode.model import Transformer, build_model
+from latentcode.pretrained import list_pretrained, load_pretrained
+from latentcode.results import collect_results, summarize
 from latentcode.tasks import TASKS, Batch, FuzzyLogic, SRaven, Task, get_task, task_from_dict
 from latentcode.train import NonFiniteLossError, evaluate, train
 
 __all__ = [
+    "summarize",
+    "collect_results",
+    "load_pretrained",
+    "list_pretrained",
+    "value_live_fraction",
     "MODEL_PRESETS",
     "TASKS",
     "TRAIN_PRESETS",
