@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from latentcode.cli import _subparser
+from latentcode._cli_util import _subparser
 from latentcode.extract import POSITIONS
 
 __all__ = ["COMMANDS"]

@@ -9,15 +9,11 @@ stderr and exit with code 2. No training, model or probe logic lives here.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import dataclasses
 import json
 import logging
 import os
-import re
 import sys
-import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,154 +21,26 @@ import yaml
 from safetensors import SafetensorError
 
 from latentcode import distributed
+from latentcode._cli_util import _field_names, _subparser, _wrap
 from latentcode._version import __version__
+from latentcode.build import (  # noqa: F401 (build_* and parse_value were public here; kept importable)
+    PRESETS,
+    SECTIONS,
+    build_model_config,
+    build_task,
+    build_train_config,
+    parse_value,
+    split_overrides,
+)
 from latentcode.checkpoint import Run, load_run
-from latentcode.config import TRAIN_PRESETS, VARIANTS, ModelConfig, TrainConfig, model_config, train_config
+from latentcode.config import VARIANTS, ModelConfig, TrainConfig
 from latentcode.constants import CONFIG_FILE
 from latentcode.model import Transformer
-from latentcode.tasks import TASKS, get_task
+from latentcode.tasks import TASKS
 from latentcode.train import NonFiniteLossError, evaluate, train
 
-PRESETS = ("tiny", "small", "paper")
-SECTIONS = ("model", "task", "train")
 USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, SafetensorError, yaml.YAMLError)
 """Exceptions shown as one `error: ...` line with exit code 2 (NonFiniteLossError exits with 1)."""
-_OVERRIDE = re.compile(r"^--(model|task|train)\.([A-Za-z_]\w*)(?:=(.*))?$", re.DOTALL)
-
-
-# --------------------------------------------------------------------------------------------- overrides
-def parse_value(text: str) -> Any:
-    """A command-line value: JSON where it parses (numbers, lists, quoted strings), true/false/none, else the
-    string itself.
-
-    >>> parse_value("3e-3"), parse_value("4"), parse_value("true"), parse_value("relu"), parse_value("[0.9, 0.99]")
-    (0.003, 4, True, 'relu', [0.9, 0.99])
-    """
-    low = text.strip().lower()
-    if low in ("true", "false"):
-        return low == "true"
-    if low in ("none", "null"):
-        return None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
-def split_overrides(argv: list[str]) -> tuple[list[str], dict[str, dict[str, Any]]]:
-    """Pull `--model.KEY=VALUE` (or `--model.KEY VALUE`) options out of `argv`.
-
-    Returns:
-        (the remaining arguments, {"model": {...}, "task": {...}, "train": {...}}).
-
-    Raises:
-        ValueError: an option without a value, or one given twice.
-    """
-    rest: list[str] = []
-    found: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
-    i = 0
-    while i < len(argv):
-        token = argv[i]
-        if token == "--":
-            rest.extend(argv[i:])
-            break
-        match = _OVERRIDE.match(token)
-        if not match:
-            rest.append(token)
-            i += 1
-            continue
-        section, key, value = match.groups()
-        if value is None:
-            if i + 1 >= len(argv):
-                raise ValueError(f"{token} needs a value: {token}=VALUE")
-            value = argv[i + 1]
-            i += 1
-        if key in found[section]:
-            raise ValueError(f"--{section}.{key} is given twice")
-        found[section][key] = parse_value(value)
-        i += 1
-    return rest, found
-
-
-def _check_keys(section: str, given: dict[str, Any], valid: set[str]) -> None:
-    unknown = sorted(set(given) - valid)
-    if unknown:
-        names = ", ".join(f"--{section}.{k}" for k in unknown)
-        raise ValueError(f"unknown option(s) {names}; valid --{section}.KEY keys: {', '.join(sorted(valid))}")
-
-
-def _coerce(cls: type, values: dict[str, Any]) -> dict[str, Any]:
-    """Ints become floats and lists tuples where the dataclass default says so."""
-    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
-    out = {}
-    for key, value in values.items():
-        default = defaults.get(key)
-        if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        elif isinstance(default, tuple) and isinstance(value, list):
-            value = tuple(value)
-        out[key] = value
-    return out
-
-
-def _task_config_class(name: str) -> type | None:
-    """The dataclass holding a task's parameters (its `config`), if it has one."""
-    config = getattr(get_task(name), "config", None)
-    return type(config) if config is not None and dataclasses.is_dataclass(config) else None
-
-
-def _field_names(cls: type) -> str:
-    return ", ".join(f.name for f in dataclasses.fields(cls))
-
-
-def build_task(name: str, params: dict[str, Any]) -> Any:
-    """A task by name with `--task.*` overrides (unknown keys rejected with the valid list)."""
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(sorted(TASKS))}")
-    config_cls = _task_config_class(name)
-    if config_cls is not None:
-        _check_keys("task", params, {f.name for f in dataclasses.fields(config_cls)})
-        params = _coerce(config_cls, params)
-    with _typed("task"):
-        return get_task(name, **params)
-
-
-def build_model_config(task: Any, variant: str, preset: str, params: dict[str, Any]) -> ModelConfig:
-    """`model_config` with `--model.*` overrides (unknown keys rejected with the valid list)."""
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; valid variants: {', '.join(VARIANTS)}")
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
-    _check_keys("model", params, {f.name for f in dataclasses.fields(ModelConfig)} | {"width"})
-    with _typed("model"):
-        return model_config(task, variant, preset, **_coerce(ModelConfig, params))
-
-
-def build_train_config(task: str, preset: str, flags: dict[str, Any], params: dict[str, Any]) -> TrainConfig:
-    """`train_config` with the command's flags (`--steps`, `--seed`, ...) and `--train.*` overrides.
-
-    When `--steps` shortens a run below the preset's warm-up, the warm-up keeps its share of the run.
-    """
-    _check_keys("train", params, {f.name for f in dataclasses.fields(TrainConfig)})
-    for key, value in flags.items():
-        if key in params and params[key] != value:
-            raise ValueError(f"--{key.replace('_', '-')}={value} and --train.{key}={params[key]} disagree")
-    merged = _coerce(TrainConfig, {**flags, **params})
-    if "steps" in merged and "warmup" not in merged and task in TRAIN_PRESETS and preset in TRAIN_PRESETS[task]:
-        base = {**{f.name: f.default for f in dataclasses.fields(TrainConfig)}, **TRAIN_PRESETS[task][preset]}
-        if base["warmup"] >= merged["steps"]:
-            merged["warmup"] = int(merged["steps"] * base["warmup"] / base["steps"])
-    with _typed("train"):
-        return train_config(task, preset, **merged)
-
-
-@contextlib.contextmanager
-def _typed(section: str) -> Iterator[None]:
-    """A value of the wrong type (`--train.lr=fast`) is a user error too: TypeError becomes ValueError."""
-    try:
-        yield
-    except TypeError as e:
-        raise ValueError(f"a --{section}.* value has the wrong type ({' '.join(str(e).split()[:40])})") from e
 
 
 # ----------------------------------------------------------------------------------------------- printing
@@ -433,23 +301,6 @@ COMMANDS: list[tuple[Callable[[Any], argparse.ArgumentParser], Callable[[argpars
     (_add_sweep_parser, _cmd_sweep),
 ]
 """Every subcommand: (adds its parser, runs it). Append a pair to add one."""
-
-
-def _wrap(text: str, indent: int = 0) -> str:
-    return textwrap.fill(text, width=100, initial_indent="  ", subsequent_indent=" " * indent)
-
-
-def _subparser(subparsers: Any, name: str, *, help: str, description: str, example: str,
-               epilog: str = "") -> argparse.ArgumentParser:
-    """A subcommand parser whose --help ends with an example invocation."""
-    return subparsers.add_parser(
-        name,
-        help=help,
-        description=textwrap.fill(description, width=100),
-        epilog=f"{epilog}\n\nexample:\n  {example}" if epilog else f"example:\n  {example}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,
-    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -87,7 +87,7 @@ def trained(tmp_path_factory, one_thread):
         ),
         pytest.param(
             ["train", "sraven", "--model", "hyla", "--train.lr=fast"],
-            "--train.* value has the wrong type",
+            '--train.lr="fast" is not valid: lr takes a number',
             id="wrong-type",
         ),
         pytest.param(
