@@ -319,8 +319,9 @@ def build_parser() -> argparse.ArgumentParser:
     verbosity.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     from latentcode._cli_analysis import COMMANDS as ANALYSIS_COMMANDS  # it builds on this module's helpers
+    from latentcode._cli_interventions import COMMANDS as INTERVENTION_COMMANDS
 
-    for add_parser, command in [*COMMANDS, *ANALYSIS_COMMANDS]:
+    for add_parser, command in [*COMMANDS, *ANALYSIS_COMMANDS, *INTERVENTION_COMMANDS]:
         add_parser(subparsers).set_defaults(func=command)
     return parser
 

@@ -112,7 +112,8 @@ class ExperimentResult:
         for name in self.columns:
             if name.startswith("n_"):
                 continue
-            ax.plot(x, self.column(name), marker="o", label=name)
+            baseline = name.startswith(("clean_", "donor_"))  # unpatched runs: dashed
+            ax.plot(x, self.column(name), marker="o", ls="--" if baseline else "-", label=name)
         ax.set_xticks(x, [str(row["layer"]) for row in self.rows])
         ax.set_xlabel("layer intervened on")
         ax.set_title(f"{self.name}: {self.task}, {self.variant}")
@@ -470,5 +471,5 @@ def run_experiment(
                                                                 "step": run.step,
                                                                 "checkpoint": run.checkpoint_hash}})
     paths = result.save(out)
-    logger.info("wrote %s", ", ".join(str(p) for p in paths))
+    logger.debug("wrote %s", ", ".join(str(p) for p in paths))
     return result, paths

@@ -130,3 +130,28 @@ def test_run_experiment_writes_into_the_run_or_out_and_never_into_a_shipped_run(
         (tiny_run / "shipped.json").unlink()
     with pytest.raises(ValueError, match="unknown experiment 'steer'"):
         run_experiment(tiny_run, "steer")
+
+
+def test_the_transfer_and_ablate_subcommands_print_the_table_and_write_the_files(tiny_run, tmp_path, capsys):
+    import argparse
+
+    from latentcode._cli_interventions import COMMANDS
+
+    parser = argparse.ArgumentParser()
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for add_parser, command in COMMANDS:
+        add_parser(subparsers).set_defaults(func=command)
+    out = tmp_path / "out"
+    for argv in (["transfer", str(tiny_run), "--pairs", "paper"], ["ablate", str(tiny_run), "--method", "zero"]):
+        args = parser.parse_args([*argv, "--out", str(out), "--n-samples", "16", "--layers", "1", "--no-progress"])
+        assert args.func(args) == 0
+    printed = capsys.readouterr().out
+    assert "function_transfer — fuzzy_logic, hyla" in printed and "zero_ablation — fuzzy_logic, hyla" in printed
+    assert sorted(p.name for p in out.iterdir()) == [
+        "function_transfer.csv", "function_transfer.json", "function_transfer.png",
+        "zero_ablation.csv", "zero_ablation.json", "zero_ablation.png",
+    ]
+    saved = json.loads((out / "function_transfer.json").read_text())
+    assert saved["params"]["whole_row"] is False and [row["layer"] for row in saved["rows"]] == ["1"]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["ablate", str(tiny_run), "--layers", "one"])
