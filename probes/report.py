@@ -176,12 +176,21 @@ def _summary_rows(analyses: Mapping[str, RunAnalysis]) -> list[tuple[str, list[s
             row(f"decoding accuracy, {split}, all layers", lambda a, s=split: a.decoding.accuracy(s)[-1])
         )
         rows.append(row(f"majority-class rate, {split}", lambda a, s=split: a.decoding.baselines[s].majority))
+        rows.append(row(f"input-only control, {split}", lambda a, s=split: a.decoding.controls.input_only[s]))
+        rows.append(row(f"codes − best control, {split}, all layers", lambda a, s=split: _over_control(a, s)))
     rows.append(row("chance (uniform)", lambda a: a.decoding.baselines[a.decoding.splits[0]].chance))
     rows.append(row("term F1, ood, all layers", lambda a: a.decoding.terms.mean_f1("ood")[-1]))
     rows.append(row("ridge R² of latent bits, ood, all layers", lambda a: a.decoding.bits.mean("ood")[-1]))
     rows.append(row("k-means AMI, all layers", lambda a: a.clustering.scores("ami")[-1]))
     rows.append(row("topographic ρ, all layers", lambda a: a.topographic.rho[-1]))
     return rows
+
+
+def _over_control(analysis: Any, split: str) -> float:
+    """All-layer decoding accuracy minus the best control (chance, majority, input-only; `probes.controls`)."""
+    decoding = analysis.decoding
+    baseline = decoding.baselines[split]
+    return decoding.accuracy(split)[-1] - decoding.controls.best(split, baseline.chance, baseline.majority)
 
 
 class _Page:

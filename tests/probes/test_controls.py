@@ -125,3 +125,16 @@ def test_the_control_task_is_sraven_only():
         control_labels(fuzzy)
     controls = run_controls(fuzzy, label="terms")
     assert controls.control_task is None and "stands in for selectivity" in controls.note
+
+
+def test_the_report_summary_shows_the_controls_beside_decoding():
+    from probes.report import RunAnalysis, RunInput, _summary_rows
+
+    codes = _sraven_like(400)
+    decoding = decode_rules(codes)
+    with_inputs = RunAnalysis(RunInput("with", codes), decoding=decoding)
+    without = RunAnalysis(RunInput("without", codes), decoding=decode_rules(codes, controls=False))
+    rows = dict(_summary_rows({"with": with_inputs, "without": without}))
+    assert rows["input-only control, ood"] == [f"{decoding.controls.input_only['ood']:.4g}", "–"]
+    best = max(decoding.baselines["ood"].chance, decoding.baselines["ood"].majority, 1.0)
+    assert rows["codes − best control, ood, all layers"][0] == f"{decoding.accuracy('ood')[-1] - best:.4g}"
