@@ -156,6 +156,15 @@ def is_shipped(path: str | os.PathLike) -> bool:
     return (path / "shipped.json").exists() or any(path == root or root in path.parents for root in roots)
 
 
+def is_run_dir(path: str | os.PathLike) -> bool:
+    """True when `path` holds a `config.json` that latentcode wrote (kind `latentcode.run`), valid or not."""
+    config = Path(path) / CONFIG_FILE
+    try:
+        return config.is_file() and json.loads(config.read_text()).get("kind") == RUN_KIND
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+        return False
+
+
 def check_force_target(run_dir: str | os.PathLike) -> None:
     """Refuse `--force` on anything but a latentcode run (or an empty or missing folder).
 
@@ -170,12 +179,7 @@ def check_force_target(run_dir: str | os.PathLike) -> None:
         )
     if not run_dir.is_dir() or not any(run_dir.iterdir()):
         return
-    config = run_dir / CONFIG_FILE
-    try:
-        kind = json.loads(config.read_text()).get("kind") if config.is_file() else None
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
-        kind = None
-    if kind != RUN_KIND:
+    if not is_run_dir(run_dir):
         raise ValueError(
             f"--force refused: {run_dir} is not empty and holds no latentcode run (no {CONFIG_FILE} of kind "
             f"{RUN_KIND!r}); --force deletes only latentcode's own files inside a run. Choose another --out"

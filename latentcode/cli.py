@@ -39,8 +39,9 @@ from latentcode.model import Transformer
 from latentcode.tasks import TASKS
 from latentcode.train import NonFiniteLossError, evaluate, train
 
-USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, SafetensorError, yaml.YAMLError)
-"""Exceptions shown as one `error: ...` line with exit code 2 (NonFiniteLossError exits with 1)."""
+USER_ERRORS = (ValueError, OSError, SafetensorError, yaml.YAMLError)
+"""Exceptions shown as one `error: ...` line with exit code 2 (NonFiniteLossError exits with 1). OSError covers
+missing files, read-only folders and a full disk: each names the path."""
 
 
 # ----------------------------------------------------------------------------------------------- printing

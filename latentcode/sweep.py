@@ -171,13 +171,16 @@ def load_grid(path: str | os.PathLike) -> Grid:
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: invalid grid; yaml.YAMLError: invalid YAML.
+        ValueError: invalid grid or invalid YAML (the message names the file).
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no grid file at {path}")
-    return Grid.from_dict(yaml.safe_load(path.read_text()), source=str(path),
-                          default_out=Path("runs") / path.stem)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ValueError(f"{path} is not valid YAML: {' '.join(str(e).split())}") from e
+    return Grid.from_dict(data, source=str(path), default_out=Path("runs") / path.stem)
 
 
 def _label(value: Any) -> str:

@@ -37,6 +37,7 @@ from latentcode.checkpoint import (
     capture_rng,
     check_force_target,
     file_hash,
+    is_run_dir,
     load_checkpoint,
     read_metrics,
     read_train_state,
@@ -459,7 +460,7 @@ def _prepare_out_dir(out: Path, run_cfg: RunConfig, *, resume: bool, force: bool
     """
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a directory")
-    has_config = (out / CONFIG_FILE).is_file()
+    has_config = is_run_dir(out)
     if force:
         check_force_target(out)
         return None
