@@ -58,15 +58,15 @@ class InterventionResult:
 
     kind: str
     layers: tuple[int, ...]
-    sites: Tensor
-    outputs: Tensor
-    clean_outputs: Tensor
+    sites: Bool[Tensor, "head_index query_pos key_pos"]
+    outputs: Float[Tensor, "batch pos d_out"]
+    clean_outputs: Float[Tensor, "batch pos d_out"]
     prediction: Tensor
     clean_prediction: Tensor
     metrics: dict[str, float]
     clean_metrics: dict[str, float]
     metric_name: str
-    donor_outputs: Tensor | None = None
+    donor_outputs: Float[Tensor, "batch pos d_out"] | None = None
     donor_prediction: Tensor | None = None
 
     @property
