@@ -27,7 +27,9 @@ from latentcode.checkpoint import (
     record_outputs,
 )
 from latentcode.constants import CODES_DIR, CONFIG_FILE, FIGURES_DIR, MODEL_FILE
+from latentcode.diagnostics import LIVE_KEY, format_live_fraction
 from latentcode.extract import POSITIONS, LatentCodes, extract_latent_codes
+from latentcode.pretrained import require_writable_run
 from probes._compat import renamed_kwargs
 from probes.decode import DecodingResult, decode_rules
 from probes.report import RunInput, build_report
@@ -76,6 +78,32 @@ def _run_config(run_dir: str | os.PathLike) -> RunConfig:
     return RunConfig.load(path)
 
 
+def analysis_dir(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None) -> Path:
+    """Where an analysis of `run_dir` writes: the run itself, or `out_dir`, which then receives a copy of the
+    run's config, weights and metrics (no optimizer state) so that later commands can read it as a run.
+
+    Raises:
+        FileNotFoundError: `run_dir` is not a run.
+        ValueError: no `out_dir` for a shipped checkpoint (never written into), or `out_dir` holds another run.
+    """
+    _run_config(run_dir)
+    if out_dir is None or Path(out_dir).resolve() == Path(run_dir).resolve():
+        require_writable_run(run_dir, "write codes, figures or reports into")
+        return Path(run_dir)
+    out = Path(out_dir)
+    require_writable_run(out, "write into")
+    source_hash = file_hash(Path(run_dir) / MODEL_FILE)
+    if (out / CONFIG_FILE).is_file():
+        if not (out / MODEL_FILE).is_file() or file_hash(out / MODEL_FILE) != source_hash:
+            raise ValueError(f"--out {out} already holds another run than {run_dir}; choose another --out")
+        return out
+    if out.exists() and any(out.iterdir()):
+        raise ValueError(f"--out {out} is not empty and holds no copy of {run_dir}; choose a new or empty folder")
+    load_run(run_dir).save(out)
+    logger.info("copied %s (config, weights, metrics) to %s; results go there", run_dir, out)
+    return out
+
+
 def load_codes(run_dir: str | os.PathLike, positions: str = "paper") -> LatentCodes:
     """Read a run's extracted codes, checking that they belong to this run.
 
@@ -121,8 +149,10 @@ def extract_run(
     device: str = "cpu",
     seed: int = 0,
     progress: bool | None = None,
+    out_dir: str | os.PathLike | None = None,
 ) -> Path:
-    """Extract a trained run's latent codes and save them to `RUN/codes/<positions>.npz` (+ `.json`).
+    """Extract a trained run's latent codes and save them to `RUN/codes/<positions>.npz` (+ `.json`), or under
+    `out_dir` (see `analysis_dir`; required for a shipped checkpoint).
 
     Args:
         run_dir: the run directory.
@@ -133,6 +163,7 @@ def extract_run(
         device: where the model runs.
         seed: batch seed.
         progress: progress bar (None: only on a terminal).
+        out_dir: write under this folder instead of the run (see `analysis_dir`).
 
     Returns:
         The path of the written `.npz`.
@@ -142,7 +173,7 @@ def extract_run(
         ValueError: unknown splits or positions, or positions the task does not have.
     """
     _check_positions(positions)
-    _run_config(run_dir)
+    run_dir = analysis_dir(run_dir, out_dir)
     run = load_run(run_dir, device=device)
     codes = extract_latent_codes(
         run.model, run.task, tuple(splits), n_samples, positions=positions, batch_size=batch_size, seed=seed,
@@ -162,6 +193,7 @@ def decode_run(
     label: str | None = None,
     device: str = "cpu",
     progress: bool | None = None,
+    out_dir: str | os.PathLike | None = None,
 ) -> tuple[DecodingResult, Path]:
     """Fit linear decoders on a run's train-split codes and score them on its other splits, per layer.
 
@@ -174,6 +206,7 @@ def decode_run(
         label: the label to decode (default: the codes' own, `rule` or `terms`).
         device: where the model runs if the codes must be extracted first.
         progress: progress bar (None: only on a terminal).
+        out_dir: write under this folder instead of the run (see `analysis_dir`).
 
     Returns:
         (the `DecodingResult`, the JSON path).
@@ -184,7 +217,7 @@ def decode_run(
             the train split.
     """
     _check_positions(positions)
-    _run_config(run_dir)
+    run_dir = analysis_dir(run_dir, out_dir)
     if not codes_path(run_dir, positions).is_file():
         logger.info("%s has no %s codes yet; extracting them first (`latentcode extract %s --positions %s`)",
                     run_dir, positions, run_dir, positions)
@@ -204,6 +237,7 @@ def figures_run(
     formats: Sequence[str] = FIGURE_FORMATS,
     embed_method: str = "umap",
     progress: bool | None = None,
+    out_dir: str | os.PathLike | None = None,
 ) -> list[Path]:
     """Draw a run's figures into `RUN/figures/`: training curves, decoding per layer, rule similarity, mean
     code heatmaps and a 2-D embedding of the last layer (plus per-term F1 for fuzzy logic).
@@ -214,6 +248,7 @@ def figures_run(
         formats: any of png, svg, pdf (matplotlib) and html (plotly, self-contained).
         embed_method: 'umap' or 'pca'.
         progress: progress bar (None: only on a terminal).
+        out_dir: write under this folder instead of the run (see `analysis_dir`).
 
     Returns:
         The written files.
@@ -239,6 +274,7 @@ def figures_run(
     bad = sorted(set(formats) - set(valid))
     if bad or not formats:
         raise ValueError(f"formats {bad or list(formats)} not understood; valid formats: {', '.join(valid)}")
+    run_dir = analysis_dir(run_dir, out_dir)
     codes = load_codes(run_dir, positions)
     out = Path(run_dir) / FIGURES_DIR
     suffix = "" if positions == "paper" else f"_{positions}"
@@ -272,6 +308,8 @@ def run_summary(run_dir: str | os.PathLike) -> dict[str, Any]:
         if split in ("test", "ood") and metric in record:
             summary[f"{split}_{metric}"] = record[metric]
             summary["step"] = record.get("step")
+        if split == "ood" and LIVE_KEY in record:
+            summary["value network live"] = format_live_fraction(record[LIVE_KEY])
     return summary
 
 

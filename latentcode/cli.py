@@ -119,8 +119,8 @@ def _add_train_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--force", action="store_true", help="delete the run in --out and start over")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="progress bar (default: only on a terminal)")
-    _add_threads_and_time_limit(parser, "checkpoint and exit cleanly after this many seconds of wall clock "
-                                "(continue with --resume)")
+    _add_threads_and_time_limit(parser, "checkpoint and exit cleanly after this many seconds of wall clock, counted "
+                                "from the start of the command (continue with --resume)")
     parser.set_defaults(accepts_overrides=True)
     return parser
 
@@ -129,6 +129,25 @@ def _add_threads_and_time_limit(parser: argparse.ArgumentParser, time_help: str)
     parser.add_argument("--threads", type=int, metavar="N",
                         help="torch CPU threads (default: torch's, i.e. OMP_NUM_THREADS or the core count)")
     parser.add_argument("--time-limit", type=float, metavar="SECONDS", help=time_help)
+
+
+def process_age() -> float:
+    """Seconds since this process started (Linux /proc; 0.0 elsewhere), so a `--time-limit` counts the imports."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))  # field 22: start time in ticks
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def time_left(time_limit: float | None) -> float | None:
+    """What is left of a `--time-limit` counted from the start of this process (None: no limit)."""
+    if time_limit is None:
+        return None
+    if not time_limit >= 0:
+        raise ValueError(f"--time-limit={time_limit} must be a number of seconds >= 0")
+    return max(0.0, time_limit - process_age())
 
 
 def _set_threads(threads: int | None) -> None:
@@ -152,7 +171,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / f"{args.task}-{args.model}-{args.preset}-s{args.seed}"
     _set_threads(args.threads)
     run = _with_tqdm_logging(lambda: train(mcfg, task, tcfg, out, resume=args.resume, force=args.force,
-                                           progress=args.progress, time_limit=args.time_limit))
+                                           progress=args.progress, time_limit=time_left(args.time_limit)))
     if distributed.env_info().is_main:
         print(f"run: {run.path} (step {run.step}, checkpoint {run.checkpoint_hash})")
         if run.step < run.config.train.steps:

@@ -482,9 +482,11 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
+    from latentcode.cli import time_left
+
     points = [SweepPoint.from_dict(d) for d in json.loads(args.spec.read_text())["points"]]
     try:
-        runs = train_group(points, time_limit=args.time_limit)
+        runs = train_group(points, time_limit=time_left(args.time_limit))
     except ValueError as e:
         logger.error("error: %s", e)
         return 2

@@ -18,6 +18,7 @@ import torch
 from latentcode.checkpoint import read_metrics, read_train_state
 from latentcode.config import TrainConfig, model_config, train_config
 from latentcode.constants import METRICS_FILE, MODEL_FILE, TRAIN_STATE_FILE
+from latentcode.diagnostics import LIVE_KEY
 from latentcode.model import Transformer
 from latentcode.tasks import get_task
 from latentcode.train import (
@@ -179,8 +180,11 @@ def test_metrics_jsonl_has_train_and_eval_lines(tiny_run):
     evals = [(r["step"], r["split"]) for r in records if r["split"] != "train"]
     assert evals == [(20, "test"), (20, "ood"), (40, "test"), (40, "ood")]
     for r in records:
-        if r["split"] != "train":
+        if r["split"] == "test":
             assert set(r) == {"step", "split", "loss", "r2"}
+        elif r["split"] == "ood":  # the held-out evaluation also records the value-network live fraction
+            assert set(r) == {"step", "split", "loss", "r2", LIVE_KEY}
+            assert len(r[LIVE_KEY]) == tiny_run.config.model.n_layers
     assert tiny_run.metrics == records
 
 
@@ -197,7 +201,7 @@ def test_evaluate_reproduces_the_final_evaluation(tiny_run):
     cfg = tiny_run.config.train
     results = evaluate(tiny_run.model, tiny_run.task, n_samples=cfg.eval_samples, seed=cfg.seed)
     for split in ("test", "ood"):
-        logged = {k: v for k, v in tiny_run.eval_metrics(split).items() if k not in ("step", "split")}
+        logged = {k: v for k, v in tiny_run.eval_metrics(split).items() if k not in ("step", "split", LIVE_KEY)}
         assert results[split] == pytest.approx(logged, rel=1e-6)
 
 

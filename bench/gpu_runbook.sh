@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# One call of the GPU machine (docs/gpu.md): install the carried wheels, optionally run the smoke test, unpack the
+# run directories carried in, train the grid's unfinished runs as ensembles until the call's budget is nearly
+# spent (each process checkpoints and exits cleanly at its time limit), then pack every run directory, optimizer
+# state included, into archives of at most 15.5 MiB in $OUT. Running it again with the archives carried back in
+# continues every run exactly where it stopped.
+#
+# usage (repository root): bash bench/gpu_runbook.sh [options]
+#   --grid FILE        sweep grid (default: sweeps/gpu_sraven_core.yaml; its `out` must lie under --runs)
+#   --jobs K           ensemble processes at a time on the one GPU (default: 3)
+#   --smoke            run bench/gpu_smoke.py first (<= 2 minutes on the GPU)
+#   --smoke-only       run the smoke test and stop
+#   --smoke-args "..." extra arguments of the smoke test (the CPU rehearsal passes --device cpu --steps 4 ...)
+#   --budget SECONDS   wall clock of the whole call, packing included (default: 540, i.e. 9 minutes)
+#   --reserve SECONDS  what is kept back for packing (default: 40)
+#   --threads N        torch CPU threads per process (default: the cores shared among the jobs)
+#   --carry DIR        archives of earlier calls to resume from (default: gpu_carry)
+#   --runs DIR         where run directories live during the call (default: gpu_runs)
+#   --wheels DIR       wheels to install (default: wheels; skipped if absent)
+#   --python PY        interpreter (default: python3, the one with torch on the GPU machine)
+#   --pip-args "..."   extra arguments of the wheel install (the rehearsal on Python 3.11 passes --python-version 3.12)
+# Files written to $OUT (default: gpu_out): runbook.log, smoke.json (with --smoke), logs.tar.gz, runs-N.tar.gz[.partK]
+# (at most 8 files in all).
+set -euo pipefail
+
+GRID=sweeps/gpu_sraven_core.yaml JOBS=3 SMOKE=0 SMOKE_ONLY=0 SMOKE_ARGS="" BUDGET=540 RESERVE=40 THREADS=""
+CARRY=gpu_carry RUNS=gpu_runs WHEELS=wheels PY=python3 PIP_ARGS=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --grid) GRID=$2; shift 2 ;;
+    --jobs) JOBS=$2; shift 2 ;;
+    --smoke) SMOKE=1; shift ;;
+    --smoke-only) SMOKE=1; SMOKE_ONLY=1; shift ;;
+    --smoke-args) SMOKE_ARGS=$2; shift 2 ;;
+    --budget) BUDGET=$2; shift 2 ;;
+    --reserve) RESERVE=$2; shift 2 ;;
+    --threads) THREADS=$2; shift 2 ;;
+    --carry) CARRY=$2; shift 2 ;;
+    --runs) RUNS=$2; shift 2 ;;
+    --wheels) WHEELS=$2; shift 2 ;;
+    --python) PY=$2; shift 2 ;;
+    --pip-args) PIP_ARGS=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "gpu_runbook: unknown option $1 (see bash $0 --help)" >&2; exit 2 ;;
+  esac
+done
+START=$(date +%s)
+OUT=${OUT:-gpu_out}
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/runbook.log") 2>&1
+export PYTHONUNBUFFERED=1
+elapsed() { echo $(( $(date +%s) - START )); }
+echo "== gpu_runbook $(date -u +%FT%TZ) grid=$GRID jobs=$JOBS budget=${BUDGET}s"
+command -v nvidia-smi >/dev/null && nvidia-smi -L || echo "(no nvidia-smi)"
+
+# 1. the packages the machine lacks (bench/gpu_wheels.sh built them here)
+SITE=$(mktemp -d /tmp/latentcode-site.XXXX)
+if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
+  # shellcheck disable=SC2086  # PIP_ARGS holds several arguments
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" $PIP_ARGS "$WHEELS"/*.whl
+fi
+export PYTHONPATH="$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+"$PY" -c "import sys, torch, transformer_lens, latentcode; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'latentcode', latentcode.__version__)"
+
+# 2. the run directories of earlier calls
+if ls "$CARRY"/runs-*.tar.gz* >/dev/null 2>&1; then
+  "$PY" bench/gpu_pack.py unpack "$CARRY" "$RUNS"
+fi
+
+# 3. smoke test
+if [ "$SMOKE" = 1 ]; then
+  # shellcheck disable=SC2086  # SMOKE_ARGS holds several arguments
+  "$PY" bench/gpu_smoke.py --json "$OUT/smoke.json" $SMOKE_ARGS
+  echo "== smoke test done at $(elapsed) s"
+fi
+
+# 4. a chunk of training, stopped by the time limit with a checkpoint
+status=0
+if [ "$SMOKE_ONLY" = 0 ]; then
+  LEFT=$(( BUDGET - $(elapsed) - RESERVE ))
+  if [ "$LEFT" -gt 5 ]; then
+    echo "== training for at most ${LEFT} s"
+    "$PY" -m latentcode sweep "$GRID" --ensemble --jobs "$JOBS" --time-limit "$LEFT" \
+      ${THREADS:+--threads "$THREADS"} || status=$?
+  else
+    echo "== no time left to train (${LEFT} s)"
+  fi
+  "$PY" -m latentcode -q sweep "$GRID" --dry-run || true
+fi
+
+# 5. everything back: logs and every run directory (weights, optimizer state, metrics)
+if [ -d "$RUNS" ]; then
+  find "$RUNS" -path '*/logs/*' -type f -print0 | tar -czf "$OUT/logs.tar.gz" --null -T -
+  n_other=$(find "$OUT" -maxdepth 1 -type f | wc -l)
+  "$PY" bench/gpu_pack.py pack "$RUNS" "$OUT" --max-files $(( 8 - n_other )) || status=$?
+fi
+echo "== done at $(elapsed) s (exit status $status); files in $OUT:"
+ls -l "$OUT"
+exit "$status"
