@@ -252,6 +252,44 @@ class ModelConfig:
         """Query/key width per head."""
         return self.d_qk // self.n_heads
 
+    # TransformerLens' config names, so its utilities (ActivationCache.decompose_resid, accumulated_resid,
+    # stack_head_results) read this config as they read a HookedTransformerConfig. See docs/models.md.
+    @property
+    def n_ctx(self) -> int:
+        """Tokens per instance (TransformerLens' `n_ctx`; the same as `seq_len`)."""
+        return self.seq_len
+
+    @property
+    def act_fn(self) -> str:
+        """The feed-forward nonlinearity (TransformerLens' `act_fn`): exact (erf) GELU, in experts too."""
+        return "gelu"
+
+    @property
+    def attn_only(self) -> bool:
+        """Every block has a feed-forward sublayer (TransformerLens' `attn_only`)."""
+        return False
+
+    @property
+    def normalization_type(self) -> str:
+        """Pre-LN blocks with LayerNorm weights and biases, unfolded (TransformerLens' `normalization_type`)."""
+        return "LN"
+
+    @property
+    def positional_embedding_type(self) -> str:
+        """No absolute positions: a T5 relative bias on the scores (or none, `pos_bias=False`). TransformerLens
+        has no name for the T5 bias; its code tests this field only for its own types, which this matches none of."""
+        return "relative_bias" if self.pos_bias else "none"
+
+    @property
+    def d_vocab(self) -> int:
+        """Width of each input token vector (inputs are real vectors, not token ids: there is no embedding table)."""
+        return self.d_in
+
+    @property
+    def d_vocab_out(self) -> int:
+        """Outputs per position (TransformerLens' `d_vocab_out`)."""
+        return self.d_out
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

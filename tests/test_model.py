@@ -263,10 +263,14 @@ def test_every_parameter_gets_a_gradient(variant):
 
 def test_dropout_is_active_only_in_training():
     model = tiny_model("hyla", attn_dropout=0.5, dropout=0.2)
+    twin = tiny_model("hyla")  # the same architecture without dropout
+    twin.load_state_dict(model.state_dict())
     x = torch.randn(2, 6, 5)
-    torch.testing.assert_close(model(x), model(x))
+    reference = twin(x)
+    torch.testing.assert_close(model(x), reference)  # eval mode: dropout is off
     model.train()
-    assert not torch.allclose(model(x), model(x))
+    first, second = model(x), model(x)
+    assert not torch.allclose(first, reference) and not torch.allclose(first, second)
 
 
 def test_device_dtype_and_init():
@@ -293,3 +297,80 @@ def test_builds_from_a_registered_task_and_runs_its_batches(task_name):
     loss = task.loss(model(batch.x), batch)
     loss.backward()
     assert torch.isfinite(loss) and model.embed.weight.grad is not None
+
+
+# ------------------------------------------------------------------------ TransformerLens ActivationCache methods
+def test_cfg_carries_transformer_lens_config_names():
+    cfg = tiny_model_config(seq_len=6, d_v=8, n_heads=4)
+    assert (cfg.n_ctx, cfg.d_head, cfg.d_vocab, cfg.d_vocab_out) == (6, 2, cfg.d_in, cfg.d_out)
+    assert (cfg.act_fn, cfg.attn_only, cfg.normalization_type) == ("gelu", False, "LN")
+    assert cfg.positional_embedding_type == "relative_bias"
+    assert tiny_model_config(pos_bias=False).positional_embedding_type == "none"
+
+
+@pytest.mark.parametrize("variant", ["softmax", "linear", "hyla"])
+def test_decompose_resid_sums_to_the_final_residual_stream(variant):
+    model = tiny_model(variant).double()
+    x = torch.randn(2, 6, 5, dtype=torch.float64)
+    _, cache = model.run_with_cache(x)
+    components, labels = cache.decompose_resid(return_labels=True)
+    assert labels == ["embed", "0_attn_out", "0_mlp_out", "1_attn_out", "1_mlp_out"]
+    final = cache["blocks.1.hook_resid_post"]
+    torch.testing.assert_close(components.sum(0), final)
+    torch.testing.assert_close(model.unembed(model.ln_final(final)), model(x))  # the stream the readout reads
+    torch.testing.assert_close(components[0], model.embed(x))
+
+
+@pytest.mark.parametrize("variant", ["softmax", "hyla"])
+def test_accumulated_resid_is_the_stream_before_each_block_and_at_the_end(variant):
+    model = tiny_model(variant).double()
+    x = torch.randn(2, 6, 5, dtype=torch.float64)
+    _, cache = model.run_with_cache(x)
+    stack, labels = cache.accumulated_resid(return_labels=True, incl_mid=True)
+    assert labels == ["0_pre", "0_mid", "1_pre", "1_mid", "final_post"]
+    torch.testing.assert_close(stack[0], model.embed(x))
+    torch.testing.assert_close(stack[2], model.blocks[0](model.embed(x)))
+    torch.testing.assert_close(model.unembed(model.ln_final(stack[-1])), model(x))
+
+
+@pytest.mark.parametrize("variant", ["softmax", "linear", "hyla", "hyla+moe"])
+def test_stack_head_results_split_each_attention_output_over_heads(variant):
+    model = tiny_model(variant).double()
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.b_O.normal_()
+    x = torch.randn(2, 6, 5, dtype=torch.float64)
+    _, cache = model.run_with_cache(x)
+    heads, labels = cache.stack_head_results(layer=2, return_labels=True)
+    assert heads.shape == (2 * 4, 2, 6, 16) and labels[:5] == ["L0H0", "L0H1", "L0H2", "L0H3", "L1H0"]
+    for layer in range(2):
+        per_layer = heads[4 * layer : 4 * (layer + 1)].sum(0) + model.blocks[layer].attn.b_O
+        torch.testing.assert_close(per_layer, cache[f"blocks.{layer}.hook_attn_out"])
+    with_rest = cache.stack_head_results(layer=2, incl_remainder=True)
+    torch.testing.assert_close(with_rest.sum(0), cache["blocks.1.hook_resid_post"])
+
+
+def test_apply_ln_works_where_transformer_lens_recomputes_the_final_norm_and_fails_clearly_elsewhere():
+    model = tiny_model("hyla").double()
+    x = torch.randn(2, 6, 5, dtype=torch.float64)
+    _, cache = model.run_with_cache(x)
+    normed = cache.accumulated_resid(apply_ln=True)  # recomputes ln_final on each accumulated stream
+    torch.testing.assert_close(model.unembed(normed[-1]), model(x))
+    torch.testing.assert_close(normed[0], model.ln_final(model.embed(x)))
+    for call in (lambda: cache.decompose_resid(apply_ln=True), lambda: cache.stack_head_results(apply_ln=True),
+                 lambda: cache.accumulated_resid(layer=1, apply_ln=True)):
+        with pytest.raises((KeyError, IndexError)):  # our LayerNorms cache no hook_scale (docs/models.md)
+            call()
+
+
+def test_keep_last_shrinks_the_last_blocks_pattern_to_the_kept_queries():
+    """docs/models.md: with keep_last the last block's codes cover the kept queries only; extraction runs the
+    model without keep_last, so its codes cover every query."""
+    model = tiny_model("hyla").double()
+    x = torch.randn(2, 6, 5, dtype=torch.float64)
+    _, full = model.run_with_cache(x)
+    _, kept = model.run_with_cache(x, keep_last=2)
+    assert full["pattern", 1].shape == (2, 4, 6, 6) and kept["pattern", 1].shape == (2, 4, 2, 6)
+    assert kept["pattern", 0].shape == (2, 4, 6, 6)  # earlier blocks are unchanged
+    torch.testing.assert_close(kept["pattern", 1], full["pattern", 1][:, :, -2:])
+    torch.testing.assert_close(kept["pattern", 0], full["pattern", 0])
