@@ -19,7 +19,15 @@ import numpy as np
 
 from probes.codes import LatentCodes, _class_labels
 
-__all__ = ["Controls", "control_labels", "input_features", "input_types", "run_controls"]
+__all__ = [
+    "Controls",
+    "control_labels",
+    "input_features",
+    "input_only_term_f1",
+    "input_types",
+    "run_controls",
+    "term_control_columns",
+]
 
 CONTROL_LABEL = "control_task"
 """Name of the control-task label added to the codes the control probes read."""
@@ -132,6 +140,8 @@ class Controls:
         control_task: split -> accuracy [layer] of the codes probes on the control-task labels (SRAVEN), or None.
         n_input_types: distinct input types the control task labelled (SRAVEN), or None.
         note: what the controls are, in one sentence, for tables and reports.
+        input_only_f1: sets of classes (fuzzy-logic terms): split -> mean per-class F1 of the input-only
+            per-class probes, else None.
     """
 
     label: str
@@ -141,6 +151,7 @@ class Controls:
     control_task: dict[str, np.ndarray] | None
     n_input_types: int | None
     note: str
+    input_only_f1: dict[str, float] | None = None
 
     def best(self, split: str, chance: float, majority: float) -> float:
         """The best control accuracy on `split`: max of chance, majority and the input-only probe."""
@@ -220,7 +231,39 @@ def run_controls(
         control_task=control_task,
         n_input_types=n_types,
         note=note,
+        input_only_f1=None if inputs_only.terms is None else {s: float(inputs_only.terms.mean_f1(s)[0]) for s in splits},
     )
+
+
+def input_only_term_f1(
+    codes: LatentCodes,
+    label: str = "terms",
+    *,
+    C: float = 1.0,
+    max_iter: int = 1000,
+    random_state: int | None = 0,
+    progress: bool | None = None,
+) -> dict[str, float]:
+    """The input-only control of `decode_terms`: the same per-class probes on the raw tokens, mean F1 per split.
+
+    Raises:
+        ValueError: codes without inputs, or anything `decode_terms` rejects.
+    """
+    from probes.decode import decode_terms
+
+    stand_in = _stand_in(codes, input_features(codes), codes.labels)
+    result = decode_terms(stand_in, label, "all", C=C, max_iter=max_iter, random_state=random_state, progress=progress)
+    return {s: float(result.mean_f1(s)[0]) for s in result.f1}
+
+
+def term_control_columns(terms: Any) -> tuple[list[str], list[list[str]]]:
+    """Extra columns for `TermDecodingResult.table()`: per split, the input-only mean F1 and the codes' mean F1
+    minus it."""
+    splits = [s for s in terms.f1 if s in terms.input_only_f1]
+    header = [f"input-only {s}" for s in splits] + [f"codes − input-only {s}" for s in splits]
+    columns = [[_fmt(terms.input_only_f1[s])] * len(terms.layers) for s in splits]
+    columns += [[_fmt(v - terms.input_only_f1[s], signed=True) for v in terms.mean_f1(s)] for s in splits]
+    return header, [list(row) for row in zip(*columns, strict=True)] if columns else [[] for _ in terms.layers]
 
 
 def control_columns(result: Any) -> tuple[list[str], list[list[str]]]:

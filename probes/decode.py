@@ -12,7 +12,7 @@ import functools
 import logging
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -26,7 +26,13 @@ from tqdm.auto import tqdm
 
 from probes._compat import renamed_kwargs, warn_renamed
 from probes.codes import LatentCodes, _class_labels, _jsonable
-from probes.controls import Controls, control_columns, run_controls
+from probes.controls import (
+    Controls,
+    control_columns,
+    input_only_term_f1,
+    run_controls,
+    term_control_columns,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +135,8 @@ class TermDecodingResult:
             are predicted constant and have F1 NaN.
         f1: split -> F1 [layer, class] (NaN: skipped, or no positives predicted or present in the split).
         support: split -> rows containing each class [class].
+        input_only_f1: split -> mean F1 of the same per-class probes on the raw input tokens (the input-only
+            control, `probes.controls`), or None when the codes carry no inputs.
     """
 
     label: str
@@ -138,6 +146,7 @@ class TermDecodingResult:
     skipped: dict[int, str]
     f1: dict[str, np.ndarray]
     support: dict[str, np.ndarray]
+    input_only_f1: dict[str, float] | None = None
 
     def mean_f1(self, split: str) -> np.ndarray:
         """Mean F1 over evaluated classes with a defined F1, per layer [layer]."""
@@ -154,9 +163,13 @@ class TermDecodingResult:
         splits = list(self.f1)
         means = {s: self.mean_f1(s) for s in splits}
         rows = [[layer, *(_fmt(means[s][i]) for s in splits)] for i, layer in enumerate(self.layers)]
+        header = ["layer", *splits]
+        if self.input_only_f1:
+            extra_header, extra_rows = term_control_columns(self)
+            header, rows = header + extra_header, [r + e for r, e in zip(rows, extra_rows, strict=True)]
         lines = [
             f"per-class probes of {self.label!r}: mean F1 over {len(self.evaluated)} decodable classes",
-            _grid(["layer", *splits], rows),
+            _grid(header, rows),
         ]
         if self.skipped:
             lines.append(
@@ -535,6 +548,13 @@ def decode_rules(
             )
         if "term_bits" in codes.labels:
             bits = ridge_bits(codes, layers=layers, splits=splits)
+    control_result = (
+        run_controls(codes, name, layers, progress=progress, **probe_params)
+        if controls and codes.inputs is not None
+        else None
+    )
+    if terms is not None and terms.input_only_f1 is None and control_result is not None:
+        terms = replace(terms, input_only_f1=control_result.input_only_f1)
     return DecodingResult(
         task=codes.task,
         label=name,
@@ -547,9 +567,7 @@ def decode_rules(
         terms=terms,
         bits=bits,
         params=params,
-        controls=run_controls(codes, name, layers, progress=progress, **probe_params)
-        if controls and codes.inputs is not None
-        else None,
+        controls=control_result,
     )
 
 
@@ -564,6 +582,7 @@ def decode_terms(
     C: float = 1.0,
     max_iter: int = 1000,
     random_state: int | None = 0,
+    controls: bool = True,
     progress: bool | None = None,
 ) -> TermDecodingResult:
     """Fuzzy logic (paper Fig. 2B): one logistic probe per layer and term, "is term t in the composition?".
@@ -574,7 +593,8 @@ def decode_terms(
     Args:
         codes: fuzzy-logic codes with a `terms` [n, K] label.
         label: the set label (default "terms").
-        layers, splits, C, max_iter, random_state, progress: as in `decode_rules`.
+        layers, splits, C, max_iter, random_state, controls, progress: as in `decode_rules` (the control is the
+            input-only one: the same per-class probes on the raw tokens, `input_only_f1`).
 
     Returns:
         A `TermDecodingResult`.
@@ -594,6 +614,9 @@ def decode_terms(
     probe_params = {"C": C, "max_iter": max_iter, "random_state": random_state}
     groups = codes.layer_groups(layers)
     _, terms = _decode_sets(codes, name, y, names, groups, train, masks, probe_params, progress)
+    if controls and codes.inputs is not None:
+        only = input_only_term_f1(codes, name, progress=progress, **probe_params)
+        terms = replace(terms, input_only_f1={s: only[s] for s in terms.f1 if s in only})
     return terms
 
 

@@ -138,3 +138,20 @@ def test_the_report_summary_shows_the_controls_beside_decoding():
     assert rows["input-only control, ood"] == [f"{decoding.controls.input_only['ood']:.4g}", "–"]
     best = max(decoding.baselines["ood"].chance, decoding.baselines["ood"].majority, 1.0)
     assert rows["codes − best control, ood, all layers"][0] == f"{decoding.accuracy('ood')[-1] - best:.4g}"
+
+
+def test_decode_terms_shows_the_input_only_f1_which_is_perfect_when_terms_are_read_off_the_tokens():
+    from probes.decode import decode_terms
+
+    rng = np.random.default_rng(0)
+    first = rng.integers(0, 4, size=600)
+    inputs = np.eye(8, dtype=np.float32)[np.stack([first, first + 4], 1)]  # [n, 2 tokens, 8]
+    terms = np.stack([first, first + 4], 1)  # each row's two terms are its two tokens
+    split = np.array(["train"] * 300 + ["ood"] * 300)
+    codes = LatentCodes(rng.normal(size=(600, 1, 2, 1, 1)), {"terms": terms}, split,
+                        {"task": "fuzzy_logic", "label": "terms", "n_classes": 8, "layers": [0]}, inputs=inputs)
+    result = decode_terms(codes)
+    assert result.input_only_f1 == {"ood": 1.0}
+    assert "codes − input-only ood" in result.table()
+    assert decode_terms(codes, controls=False).input_only_f1 is None
+    assert decode_rules(codes).terms.input_only_f1 == {"ood": 1.0}  # the set path of decode_rules carries it too
