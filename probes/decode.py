@@ -33,6 +33,7 @@ from probes.controls import (
     run_controls,
     term_control_columns,
 )
+from probes.estimators import RuleDecoder
 
 logger = logging.getLogger(__name__)
 
@@ -531,7 +532,7 @@ def decode_rules(
         rows = []
         for layer, positions in _progress(groups, f"decoding {name}", progress):
             X = codes._flat_axis(positions)
-            probe = make_probe(**probe_params).fit(X[train], y[train])
+            probe = RuleDecoder(**probe_params).fit(X[train], y[train])
             accuracy, macro, confusion = {}, {}, {}
             for split, mask in masks.items():
                 predicted = probe.predict(X[mask])
