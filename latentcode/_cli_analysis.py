@@ -41,6 +41,12 @@ def _add_progress(parser: argparse.ArgumentParser) -> None:
                         help="progress bars (default: only on a terminal)")
 
 
+def _add_out(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, default=None,
+                        help="write under this folder (it gets a copy of the run's config and weights) instead of "
+                             "into RUN; required for a shipped checkpoint")
+
+
 # ----------------------------------------------------------------------------------------------------- extract
 def _add_extract_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = _subparser(
@@ -62,6 +68,7 @@ def _add_extract_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--device", default="cpu", help="device for the model (default: cpu)")
     parser.add_argument("--seed", type=int, default=0, help="batch seed (default: 0)")
     _add_progress(parser)
+    _add_out(parser)
     return parser
 
 
@@ -70,7 +77,8 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     from latentcode.extract import LatentCodes
 
     path = extract_run(args.run, splits=args.splits, n_samples=args.n_samples, positions=args.positions,
-                       batch_size=args.batch_size, device=args.device, seed=args.seed, progress=args.progress)
+                       batch_size=args.batch_size, device=args.device, seed=args.seed, progress=args.progress,
+                       out_dir=args.out)
     codes = LatentCodes.load(path)
     counts = ", ".join(f"{s} {int((codes.split == s).sum())}" for s in codes.splits)
     _echo(f"codes: {path} {list(codes.codes.shape)} ({counts}); labels: {', '.join(sorted(codes.labels))}")
@@ -94,16 +102,18 @@ def _add_decode_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--label", help="label to decode (default: rule for SRAVEN, terms for fuzzy logic)")
     parser.add_argument("--device", default="cpu", help="device for the model if codes must be extracted (default: cpu)")
     _add_progress(parser)
+    _add_out(parser)
     return parser
 
 
 def _cmd_decode(args: argparse.Namespace) -> int:
     from latentcode.analysis import codes_path, decode_run
 
-    if not codes_path(args.run, args.positions).is_file() and (args.run / "config.json").is_file():
-        _echo(f"{args.run} has no {args.positions} codes yet; extracting them first")
+    where = args.out or args.run
+    if not codes_path(where, args.positions).is_file() and (args.run / "config.json").is_file():
+        _echo(f"{where} has no {args.positions} codes yet; extracting them first")
     result, path = decode_run(args.run, positions=args.positions, label=args.label, device=args.device,
-                              progress=args.progress)
+                              progress=args.progress, out_dir=args.out)
     _echo(result.table())
     _echo(f"\nwritten: {path}")
     return 0
@@ -127,6 +137,7 @@ def _add_figures_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="comma-separated: png, svg, pdf, html (default: png,html)")
     parser.add_argument("--embed", choices=("umap", "pca"), default="umap", help="embedding (default: umap)")
     _add_progress(parser)
+    _add_out(parser)
     return parser
 
 
@@ -134,8 +145,8 @@ def _cmd_figures(args: argparse.Namespace) -> int:
     from latentcode.analysis import figures_run
 
     written = figures_run(args.run, positions=args.positions, formats=args.formats, embed_method=args.embed,
-                          progress=args.progress)
-    _echo(f"{len(written)} files in {args.run / 'figures'}:")
+                          progress=args.progress, out_dir=args.out)
+    _echo(f"{len(written)} files in {(args.out or args.run) / 'figures'}:")
     for path in written:
         _echo(f"  {path.name}")
     return 0
@@ -180,15 +191,23 @@ def _add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = _subparser(
         subparsers,
         "demo",
-        help="train small softmax, linear and HYLA models on CPU, probe their codes, write a report",
-        description="The whole pipeline in minutes on a laptop CPU: train small softmax, linear and HYLA "
-        f"transformers on {DEMO_SETTINGS['task']} ({DEMO_SETTINGS['preset']} preset, {DEMO_SETTINGS['steps']} "
-        "steps each), extract their latent codes, run every probe, write report.html, and print a comparison "
-        "of task accuracy and rule decoding from the last layer's OOD codes. Finished runs in --out are reused.",
+        help="probe the codes of the shipped softmax, linear and HYLA checkpoints (or --train small ones), "
+        "write a report",
+        description="The whole analysis in about two minutes on a CPU: copy the shipped fuzzy-logic checkpoints "
+        "(softmax, linear, HYLA trained at the paper's Table A1 setting) to --out, extract their latent codes, run "
+        "every probe, write report.html, and print the task metric beside term decoding from the last layer's "
+        "OOD codes, the input-only control and 'codes − best control'. With --train, small models are trained "
+        f"instead ({DEMO_SETTINGS['task']}, {DEMO_SETTINGS['preset']} preset, {DEMO_SETTINGS['steps']} steps "
+        "each; finished runs in --out are reused).",
         example="latentcode demo --out runs/demo",
     )
     parser.add_argument("--out", type=Path, default=Path("runs/demo"), metavar="DIR",
                         help="folder for the runs and the report (default: runs/demo)")
+    parser.add_argument("--train", action="store_true",
+                        help="train small models instead of analysing the shipped checkpoints")
+    parser.add_argument("--task", default=None,
+                        help="task (default: fuzzy_logic for the shipped checkpoints, "
+                             f"{DEMO_SETTINGS['task']} with --train)")
     parser.add_argument("--steps", type=int, default=DEMO_SETTINGS["steps"],
                         help=f"training steps per model (default: {DEMO_SETTINGS['steps']})")
     parser.add_argument("--variants", type=_csv, default=["softmax", "linear", "hyla"],
@@ -214,7 +233,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     if args.steps <= 0 or args.n_samples <= 0:
         raise ValueError(f"--steps={args.steps} and --n-samples={args.n_samples} must be positive integers")
-    result = demo(args.out, variants=args.variants, preset=args.preset, steps=args.steps, n_samples=args.n_samples,
+    result = demo(args.out, train=args.train, task=args.task, variants=args.variants, preset=args.preset, steps=args.steps, n_samples=args.n_samples,
                   seed=args.seed, device=args.device, embed_method=args.embed, threads=args.threads,
                   force=args.force, progress=args.progress)
     _echo(result.table())

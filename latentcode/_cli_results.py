@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from latentcode._cli_util import _subparser
+
 __all__ = ["COMMANDS"]
 
 
@@ -21,8 +23,6 @@ def _echo(text: str = "") -> None:
 
 
 def _add_table_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from latentcode.cli import _subparser
-
     parser = _subparser(
         subparsers,
         "table",
@@ -44,7 +44,13 @@ def _add_table_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _cmd_table(args: argparse.Namespace) -> int:
-    from latentcode.results import collect_results, markdown_table, read_results_csv, summarize, write_results_csv
+    from latentcode.results import (
+        collect_results,
+        markdown_table,
+        read_results_csv,
+        summarize,
+        write_results_csv,
+    )
 
     if bool(args.runs) == bool(args.from_csv):
         raise ValueError("give run directories or --from CSV (exactly one of the two)")
@@ -65,8 +71,6 @@ def _cmd_table(args: argparse.Namespace) -> int:
 
 
 def _add_export_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from latentcode.cli import _subparser
-
     parser = _subparser(
         subparsers,
         "export",
@@ -90,8 +94,6 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _add_pretrained_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from latentcode.cli import _subparser
-
     parser = _subparser(
         subparsers,
         "pretrained",

@@ -7,6 +7,7 @@ live in `_cli_analysis.py`; training lives in `train.py`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -180,7 +181,7 @@ def extract_run(
         checkpoint=run.checkpoint_hash, progress=progress,
     )
     meta = {**codes.meta, "run": str(run_dir), "step": run.step}
-    codes = LatentCodes(codes=codes.codes, labels=codes.labels, split=codes.split, meta=meta)
+    codes = dataclasses.replace(codes, meta=meta)  # keeps every field, the raw `inputs` included
     path = codes.save(codes_path(run_dir, positions))
     record_outputs(run_dir, [path, path.with_suffix(".json")])
     return path
@@ -417,6 +418,8 @@ class DemoResult:
         """The comparison as aligned text."""
         columns = [("variant", "variant"), ("test", f"test {self.metric}"), ("ood", f"OOD {self.metric}"),
                    ("decode_ood_last", "decode OOD (last layer)"), ("majority_ood", "majority")]
+        if any(row.get("input_only_ood") is not None for row in self.rows):
+            columns += [("input_only_ood", "input-only control"), ("codes_minus_control", "codes − best control")]
         if any("decode_ood_last_paper" in row for row in self.rows):
             columns += [("decode_ood_last_paper", "decode OOD (paper positions)"),
                         ("majority_ood_paper", "majority (paper)")]
@@ -436,8 +439,18 @@ def _fmt(value: Any) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+def _input_only(decoding: DecodingResult | dict[str, Any] | None, split: str = "ood") -> float | None:
+    """The input-only control's accuracy on `split` (`probes.controls`), or None when it was not fitted."""
+    if decoding is None:
+        return None
+    data = decoding.to_dict() if isinstance(decoding, DecodingResult) else decoding
+    return ((data.get("controls") or {}).get("input_only") or {}).get(split)
+
+
 DEMO_VARIANTS = ("softmax", "linear", "hyla")
-"""The variants `demo` trains, in table order."""
+"""The variants `demo` analyses (shipped checkpoints `<task>-<variant>`) or trains, in table order."""
+DEMO_PRETRAINED_TASK = "fuzzy_logic"
+"""The task of the shipped checkpoints `demo` analyses by default."""
 DEMO_SETTINGS: dict[str, Any] = {
     "task": "sraven",
     "task_params": {"permute_features": False},
@@ -456,8 +469,9 @@ the analyses draw unpermuted instances either way, as the paper's do."""
 def demo(
     out_dir: str | os.PathLike = "runs/demo",
     *,
+    train: bool = False,
     variants: Sequence[str] = DEMO_VARIANTS,
-    task: str = DEMO_SETTINGS["task"],
+    task: str | None = None,
     task_params: dict[str, Any] | None = None,
     preset: str = DEMO_SETTINGS["preset"],
     steps: int = DEMO_SETTINGS["steps"],
@@ -470,28 +484,30 @@ def demo(
     force: bool = False,
     progress: bool | None = None,
 ) -> DemoResult:
-    """Train small softmax, linear and HYLA models, extract their codes, run every probe and write a report.
+    """Probe the latent codes of softmax, linear and HYLA models and write a report.
 
-    For SRAVEN, codes are extracted at both the paper's positions (last feature only: its rule label is skewed
-    towards high rule indices) and `all_features` (every feature: balanced labels); the report analyses
-    `all_features`, and the table shows both. Finished runs in `out_dir` are reused (pass `force=True` to train
-    again), so a second call only redoes the analyses.
+    By default the models are the shipped checkpoints `<task>-<variant>` (fuzzy logic at the paper's Table A1
+    setting, see `latentcode.pretrained`): each is copied (weights, config, metrics) to `out_dir/<variant>`, its
+    codes are extracted there, and every probe runs on them; nothing is trained and the checkpoints are not
+    touched. With `train=True`, small models are trained instead (`DEMO_SETTINGS`, SRAVEN by default; finished
+    runs in `out_dir` are reused unless `force=True`). For SRAVEN, codes are extracted at both the paper's
+    positions (last feature only: its rule label is skewed towards high rule indices) and `all_features` (every
+    feature: balanced labels); the report analyses `all_features`, and the table shows both.
 
     Args:
         out_dir: folder for the runs (`out_dir/<variant>`), report.html, summary.json and demo.json.
-        variants: model variants to train.
-        task: the task.
-        task_params: task parameters (default: `DEMO_SETTINGS["task_params"]` for SRAVEN, none otherwise).
-        preset: model preset.
-        steps: training steps per model.
-        lr: peak learning rate.
+        train: train small models instead of analysing the shipped checkpoints.
+        variants: model variants.
+        task: the task (default: fuzzy_logic for the shipped checkpoints, `DEMO_SETTINGS["task"]` with `train`).
+        task_params: task parameters when training (default: `DEMO_SETTINGS["task_params"]` for SRAVEN).
+        preset: model preset when training.
+        steps: training steps per model when training.
+        lr: peak learning rate when training.
         n_samples: instances per split whose codes are extracted.
-        seed: seed of the task split, initialisation and data.
+        seed: seed of the task split, initialisation and data when training, and of the extraction batches.
         device: where to train and extract.
         embed_method: 'umap' or 'pca' for the report's embedding section.
-        threads: torch CPU threads while the demo runs (restored afterwards; None keeps torch's setting). One
-            is the default: these models are too small to gain from a second thread, and on a shared machine
-            extra threads spin against other jobs.
+        threads: torch CPU threads while the demo runs (restored afterwards; None keeps torch's setting).
         force: retrain runs that already exist in `out_dir`.
         progress: progress bars (None: only on a terminal).
 
@@ -499,68 +515,86 @@ def demo(
         A `DemoResult`; `table()` is the comparison the CLI prints.
 
     Raises:
-        ValueError: unknown variants, task or preset, or an existing run in `out_dir` trained with other settings
-            (pass `force=True`).
+        ValueError: unknown variants, task or preset, a missing shipped checkpoint (the message lists those
+            there are), or an existing run in `out_dir` trained with other settings (pass `force=True`).
     """
     if threads is not None and threads <= 0:
         raise ValueError(f"threads={threads} must be a positive integer or None")
+    if task is None:
+        task = DEMO_SETTINGS["task"] if train else DEMO_PRETRAINED_TASK
     previous = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        return _demo(out_dir, variants, task, task_params, preset, steps, lr, n_samples, seed, device, embed_method, force,
-                     progress)
+        return _demo(out_dir, train, variants, task, task_params, preset, steps, lr, n_samples, seed, device,
+                     embed_method, force, progress)
     finally:
         torch.set_num_threads(previous)
 
 
-def _demo(out: str | os.PathLike, variants: Sequence[str], task: str, task_params: dict[str, Any] | None,
-          preset: str, steps: int, lr: float, n_samples: int, seed: int, device: str, embed_method: str, force: bool,
-          progress: bool | None) -> DemoResult:
+def _demo_runs(out: Path, train: bool, variants: Sequence[str], task: str, task_params: dict[str, Any] | None,
+               preset: str, steps: int, lr: float, seed: int, device: str, force: bool,
+               progress: bool | None) -> list[Path]:
+    """The demo's run directories: copies of the shipped checkpoints, or freshly trained small models."""
+    if not train:
+        from latentcode.pretrained import pretrained_path
+
+        sources = [pretrained_path(f"{task}-{variant}") for variant in variants]  # fails early on a missing one
+        return [analysis_dir(source, out / variant) for source, variant in zip(sources, variants, strict=True)]
     from latentcode.config import model_config, train_config
     from latentcode.tasks import get_task
-    from latentcode.train import train
+    from latentcode.train import train as train_model
 
-    start = time.perf_counter()
-    out = Path(out)
-    timings = {"train": 0.0, "extract": 0.0}
     if task_params is None:
         task_params = DEMO_SETTINGS["task_params"] if task == DEMO_SETTINGS["task"] else {}
     the_task = get_task(task, **{"seed": seed, **task_params})
-    positions = ("all_features", "paper") if task == "sraven" else ("paper",)
     train_cfg = train_config(task, preset, steps=steps, warmup=max(1, steps // 10), lr=lr, eval_every=steps,
                              eval_samples=2048, log_every=max(1, steps // 20), checkpoint_every=steps, seed=seed,
                              device=device, batch_size=DEMO_SETTINGS["batch_size"])
     run_dirs = []
     for variant in variants:
-        run_dir = out / variant
-        tick = time.perf_counter()
         logger.info("demo: training %s on %s (%s preset, %d steps)", variant, task, preset, steps)
-        train(model_config(the_task, variant, preset), the_task, train_cfg, run_dir, resume=not force, force=force,
-              progress=progress)
-        timings["train"] += time.perf_counter() - tick
-        tick = time.perf_counter()
-        logger.info("demo: extracting %s codes (%s)", variant, ", ".join(positions))
+        train_model(model_config(the_task, variant, preset), the_task, train_cfg, out / variant, resume=not force,
+                    force=force, progress=progress)
+        run_dirs.append(out / variant)
+    return run_dirs
+
+
+def _demo(out: str | os.PathLike, train: bool, variants: Sequence[str], task: str,
+          task_params: dict[str, Any] | None, preset: str, steps: int, lr: float, n_samples: int, seed: int,
+          device: str, embed_method: str, force: bool, progress: bool | None) -> DemoResult:
+    start = time.perf_counter()
+    out = Path(out)
+    run_dirs = _demo_runs(out, train, variants, task, task_params, preset, steps, lr, seed, device, force, progress)
+    timings = {"train" if train else "copy": time.perf_counter() - start}
+    metric = _run_config(run_dirs[0]).task.metric_name
+    positions = ("all_features", "paper") if task == "sraven" else ("paper",)
+    tick = time.perf_counter()
+    for run_dir in run_dirs:
+        logger.info("demo: extracting %s codes (%s)", run_dir.name, ", ".join(positions))
         for where in positions:
             extract_run(run_dir, n_samples=n_samples, positions=where, device=device, seed=seed, progress=progress)
-        timings["extract"] += time.perf_counter() - tick
-        run_dirs.append(run_dir)
+    timings["extract"] = time.perf_counter() - tick
     tick = time.perf_counter()
     logger.info("demo: running the probes and writing the report")
+    source = "shipped checkpoints" if not train else f"{preset} models trained {steps} steps"
     report = report_runs(run_dirs, out, positions=positions[0], embed_method=embed_method, progress=progress,
-                         title=f"latentcode demo: {', '.join(variants)} on {task} ({positions[0]} codes)")
+                         title=f"latentcode demo: {', '.join(variants)} on {task}, {source} ({positions[0]} codes)")
     paper = {run_dir: decode_run(run_dir, positions="paper", progress=progress)[0]
              for run_dir in run_dirs} if positions[0] != "paper" else {}
     timings["report"] = time.perf_counter() - tick
     summary = json.loads((report.parent / "summary.json").read_text())["runs"]
     rows = []
-    metric = the_task.metric_name
     for variant, run_dir, name in zip(variants, run_dirs, _run_names(run_dirs), strict=True):
         run = summary[name]
         accuracy, majority, chance = _last_layer(run.get("decoding"))
+        control = _input_only(run.get("decoding"))
+        best = None if control is None or accuracy is None else max(c for c in (control, majority, chance)
+                                                                     if c is not None)
         row = {"variant": variant, "test": run["summary"].get(f"test_{metric}"),
                "ood": run["summary"].get(f"ood_{metric}"), "decode_ood_last": accuracy, "majority_ood": majority,
-               "chance": chance, "run": run_dir}
+               "chance": chance, "input_only_ood": control,
+               "codes_minus_control": None if best is None else accuracy - best, "run": run_dir}
         if run_dir in paper:
             row["decode_ood_last_paper"], row["majority_ood_paper"], _ = _last_layer(paper[run_dir])
         rows.append(row)

@@ -208,7 +208,8 @@ def _add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from latentcode.train import resolve_device
+    from latentcode.diagnostics import LIVE_KEY, format_live_fraction, value_live_fraction
+    from latentcode.train import LIVE_SAMPLES, live_fraction_inputs, resolve_device
 
     run = load_run(args.run, device=resolve_device(args.device))
     bad = [s for s in args.splits if s not in run.task.splits]
@@ -219,11 +220,13 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     if n_samples <= 0:
         raise ValueError(f"--samples={n_samples} must be positive")
     results = evaluate(run.model, run.task, splits=tuple(args.splits), n_samples=n_samples, seed=cfg.seed)
+    live = value_live_fraction(run.model, live_fraction_inputs(run.task, cfg.seed, run.model.device))
     if args.json:
-        print(json.dumps({"run": str(run.path), "step": run.step, "results": results}, indent=2))
+        print(json.dumps({"run": str(run.path), "step": run.step, "results": results, LIVE_KEY: live}, indent=2))
     else:
         print(f"run: {run.path} (step {run.step}, checkpoint {run.checkpoint_hash}, {n_samples} per split)")
         print(_metrics_table(results))
+        print(f"value network live fraction ({LIVE_SAMPLES} ood instances): {format_live_fraction(live)}")
     return 0
 
 
@@ -340,8 +343,9 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     from latentcode._cli_analysis import COMMANDS as ANALYSIS_COMMANDS  # it builds on this module's helpers
     from latentcode._cli_interventions import COMMANDS as INTERVENTION_COMMANDS
+    from latentcode._cli_results import COMMANDS as RESULTS_COMMANDS
 
-    for add_parser, command in [*COMMANDS, *ANALYSIS_COMMANDS, *INTERVENTION_COMMANDS]:
+    for add_parser, command in [*COMMANDS, *ANALYSIS_COMMANDS, *RESULTS_COMMANDS, *INTERVENTION_COMMANDS]:
         add_parser(subparsers).set_defaults(func=command)
     return parser
 

@@ -49,6 +49,7 @@ from latentcode.checkpoint import (
 )
 from latentcode.config import ModelConfig, TrainConfig
 from latentcode.constants import CONFIG_FILE, MODEL_FILE
+from latentcode.diagnostics import LIVE_KEY, format_live_fraction, value_live_fraction
 from latentcode.distributed import DistInfo
 from latentcode.model import Transformer
 from latentcode.tasks.base import Batch, Task
@@ -58,6 +59,8 @@ logger = logging.getLogger(__name__)
 EVAL_SPLITS = ("test", "ood")
 """Splits evaluated during training."""
 EVAL_CHUNK = 1024
+LIVE_SAMPLES = 1024
+"""Held-out instances behind a run's value-network live fraction (`latentcode.diagnostics`)."""
 """Instances per forward pass during evaluation."""
 _RESUME_IGNORES = ("device", "compile")
 """TrainConfig fields that may change when a run is resumed (they do not change the numbers on CPU)."""
@@ -267,6 +270,12 @@ def _evaluate(
     return results
 
 
+def live_fraction_inputs(task: Task, seed: int, device: torch.device | str = "cpu") -> Tensor:
+    """The fixed batch on which a run's value-network live fraction is measured: `LIVE_SAMPLES` held-out (`ood`)
+    instances drawn with the evaluation seed of the training seed, so training and `latentcode eval` agree."""
+    return task.sample(LIVE_SAMPLES, "ood", seed=eval_seed(seed, "ood"), device=device).x
+
+
 def evaluate(
     model: nn.Module,
     task: Task,
@@ -371,7 +380,13 @@ def _eval_if_needed(loop: _Loop, task: Task, sets: dict[str, Batch], bar: Any) -
     start = time.perf_counter()
     if loop.info.is_main:
         results = _evaluate(loop.model, task, sets, autocast=loop.cfg.autocast)
-        append_metrics(loop.out, [{"step": loop.step, "split": split, **m} for split, m in results.items()])
+        records = [{"step": loop.step, "split": split, **m} for split, m in results.items()]
+        if "ood" in sets:
+            live = value_live_fraction(loop.model, live_fraction_inputs(task, loop.cfg.seed, sets["ood"].x.device))
+            records[list(results).index("ood")][LIVE_KEY] = live
+            if any(f is not None for f in live):
+                logger.info("step %d value network live fraction: %s", loop.step, format_live_fraction(live))
+        append_metrics(loop.out, records)
         for split, m in results.items():
             name = {"test": "ID", "ood": "OOD"}.get(split, split)
             loop.postfix[f"{name}_{task.metric_name}"] = f"{m.get(task.metric_name, m['loss']):.3f}"

@@ -134,7 +134,8 @@ def test_report_command_writes_report_and_summary(run_copy, cli, capsys, tmp_pat
 def test_demo_trains_three_variants_and_prints_the_comparison(tmp_path, cli, capsys):
     out = tmp_path / "demo"
     assert (
-        cli(["demo", "--out", str(out), "--preset", "tiny", "--steps", "8", "--n", "64", "--embed", "pca"])
+        cli(["demo", "--train", "--out", str(out), "--preset", "tiny", "--steps", "8", "--n", "64", "--embed",
+             "pca"])
         == 0
     )
     printed = capsys.readouterr().out

@@ -95,6 +95,23 @@ def test_analyses_never_write_into_a_shipped_checkpoint(shipped, tmp_path, capsy
     assert _tree_digest(dest) == before
 
 
+def test_demo_analyses_the_shipped_checkpoints_without_touching_them(shipped, tmp_path, tiny_run):
+    before = _tree_digest(shipped)
+    out = tmp_path / "demo"
+    result = lc.demo(out, variants=["hyla"], n_samples=64, embed_method="pca", progress=False)
+    (row,) = result.rows
+    recorded = shipped_info(shipped / "fuzzy_logic-hyla")["evaluation"]["results"]["ood"]["r2"]
+    assert row["variant"] == "hyla" and row["ood"] == recorded
+    assert (out / "hyla" / "codes" / "paper.npz").is_file() and result.report == out / "report.html"
+    assert "copy" in result.timings and "train" not in result.timings
+    assert row["input_only_ood"] is not None
+    best = max(row["input_only_ood"], row["majority_ood"], row["chance"])
+    assert row["codes_minus_control"] == pytest.approx(row["decode_ood_last"] - best)
+    assert _tree_digest(shipped) == before
+    with pytest.raises(ValueError, match="no shipped checkpoint named 'fuzzy_logic-softmax'"):
+        lc.demo(tmp_path / "demo2", variants=["softmax"])
+
+
 def test_the_pretrained_command_lists_names_and_metrics(shipped, capsys):
     assert main(["pretrained"]) == 0
     out = capsys.readouterr().out
