@@ -74,7 +74,7 @@ class SRavenConfig:
             raise ValueError(f"n_features={self.n_features} must lie in [1, {_MAX_FEATURES}]")
         if self.n_values < 3:
             raise ValueError(
-                f"n_values={self.n_values} is too small: distribute-three needs 3 distinct values; use n_values >= 3"
+                f"n_values={self.n_values} is too small: distribute_three needs 3 distinct values; use n_values >= 3"
             )
         if self.seed < 0:
             raise ValueError(f"seed={self.seed} must be a non-negative integer")
@@ -171,7 +171,7 @@ class SRaven(CompositionalTask):
         generator = _generator(self.config.seed, split, seed, device)
         rules = _lookup(self._on(split, device), _randint(len(self._comps[split]), (n,), generator, device))
 
-        # rules 0-6 by one formula from per-row draws s and b; distribute-three from a distinct triple per feature
+        # rules 0-6 by one formula from per-row draws s and b; distribute_three from a distinct triple per feature
         s, b = _randint(n_values, (2, n, n_features, 3), generator, device).unsqueeze(-1)
         coef_a, coef_b, coef_d = _lookup(self._on("coef", device), rules).unflatten(-1, (3, 1, 3)).unbind(2)
         values = (coef_a * s + coef_b * b + coef_d) % n_values
@@ -267,7 +267,7 @@ class SRaven(CompositionalTask):
         A faithful, vectorized port of the reference `check_is_ambiguous`: a hypothesis picks, for every
         feature, one slot in each column (a permutation per column); the instance is ambiguous if under some
         hypothesis **every** feature's 8 context values fit some rule family (constant, progression with step
-        1, 2, -1 or -2, sum, difference, distribute-three) whose answer differs from the true value in that
+        1, 2, -1 or -2, sum, difference, distribute_three) whose answer differs from the true value in that
         slot of panel 9. Relabelling the features maps hypotheses onto each other, so fixing the last column's
         permutation to the identity checks (n_features!)^2 hypotheses instead of (n_features!)^3 with the same
         result. Panels are decoded from `batch.x` and `batch.y`; the batch is processed in chunks so memory

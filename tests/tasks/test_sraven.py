@@ -155,7 +155,7 @@ def test_from_dict_rejects_broken_lists(task, edit, message):
 @pytest.mark.parametrize(
     "params, message",
     [
-        pytest.param({"n_values": 2}, "distribute-three needs 3 distinct values", id="too-few-values"),
+        pytest.param({"n_values": 2}, "distribute_three needs 3 distinct values", id="too-few-values"),
         pytest.param({"n_features": 0}, "n_features=0", id="no-features"),
         pytest.param({"n_features": 9}, r"\[1, 8\]", id="too-many-features"),
         pytest.param({"frac_ood": 0.001}, "ood split empty", id="empty-ood"),
