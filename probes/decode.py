@@ -554,6 +554,11 @@ def decode_rules(
         if controls and codes.inputs is not None
         else None
     )
+    if controls and codes.inputs is None:
+        logger.info(
+            "no controls: these codes carry no raw inputs (LatentCodes.inputs); re-extract them with "
+            "`latentcode extract RUN` to get the input-only control beside the decoding"
+        )
     if terms is not None and terms.input_only_f1 is None and control_result is not None:
         terms = replace(terms, input_only_f1=control_result.input_only_f1)
     return DecodingResult(
