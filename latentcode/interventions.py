@@ -308,7 +308,7 @@ def steer(
     model: torch.nn.Module,
     task: Any,
     batch: Batch,
-    direction: Float[Tensor, "head_index query key"] | Float[np.ndarray, "head_index query key"] | np.ndarray,
+    direction: Float[Tensor, "*direction"] | np.ndarray,
     *,
     layer: int,
     alpha: float = 1.0,

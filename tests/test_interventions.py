@@ -199,3 +199,13 @@ def test_bad_inputs_give_clear_errors():
     keep_last.load_state_dict(model.state_dict())
     with pytest.raises(ValueError, match="run the model without keep_last"):
         ablate(keep_last, task, batch, method="zero")
+
+
+def test_steer_takes_a_flat_torch_direction_like_a_one_layer_probes_features():
+    task = SRaven()
+    model = _model(task, "linear")
+    batch = task.sample(2, seed=0)
+    flat = torch.arange(8, dtype=torch.float32)
+    shaped = steer(model, task, batch, flat.reshape(4, 1, 2), layer=0, alpha=0.1)
+    torch.testing.assert_close(steer(model, task, batch, flat, layer=0, alpha=0.1).outputs, shaped.outputs)
+    assert not torch.equal(shaped.outputs, shaped.clean_outputs)
