@@ -359,7 +359,7 @@ class EmbeddingFigure:
                 for category, color in zip(panel.categories, _palette(len(panel.categories)), strict=True):
                     keep = panel.values == category
                     fig.add_trace(
-                        go.Scattergl(
+                        go.Scatter(
                             x=self.coords[keep, 0],
                             y=self.coords[keep, 1],
                             mode="markers",
@@ -372,7 +372,7 @@ class EmbeddingFigure:
                     )
             else:
                 fig.add_trace(
-                    go.Scattergl(
+                    go.Scatter(
                         x=self.coords[:, 0],
                         y=self.coords[:, 1],
                         mode="markers",
@@ -763,7 +763,9 @@ class TrainingCurvesFigure:
             for run, split in series:
                 if (run, split, key) in self.curves:
                     steps, values = self.curves[run, split, key]
-                    ax_.plot(steps, values, color=colors[run, split], label=self._label(run, split))
+                    # a single point (one evaluation) draws no line: mark it
+                    ax_.plot(steps, values, color=colors[run, split], label=self._label(run, split),
+                             marker="o" if len(steps) < 2 else None)
                     values_all += values
             if key == "loss" and values_all and min(values_all) > 0:
                 ax_.set_yscale("log")
@@ -790,7 +792,7 @@ class TrainingCurvesFigure:
                         go.Scatter(
                             x=steps,
                             y=values,
-                            mode="lines",
+                            mode="lines" if len(steps) > 1 else "markers",  # one point draws no line
                             name=self._label(run, split),
                             legendgroup=f"{run}/{split}",
                             showlegend=col == 1,

@@ -49,6 +49,12 @@ def test_decoding_figure_one_run(decoding):
     chance = [line for line in ax.get_lines() if line.get_label().startswith("chance")][0]
     assert chance.get_ydata()[0] == pytest.approx(1 / 8)
     assert len(display.plotly().data) == 2 + 2 + 1  # two splits, their majority lines, chance
+    # the plotted values are the result's accuracies, in both renderings
+    ood = [line for line in ax.get_lines() if line.get_label() == "ood"][0]
+    np.testing.assert_allclose(ood.get_ydata(), decoding.accuracy("ood"))
+    plotly_ood = [t for t in display.plotly().data if t.name == "ood"][0]
+    np.testing.assert_allclose(plotly_ood.y, decoding.accuracy("ood"))
+    assert list(plotly_ood.x) == ["0", "1", "2", "all"]
 
 
 def test_decoding_figure_compares_runs(decoding):
@@ -68,6 +74,12 @@ def test_embedding_figure_by_rule_and_target(sraven):
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
     assert titles == ["PCA of layer 2 codes, by rule", "PCA of layer 2 codes, by target"]
     assert len(display.plotly().data) == len(rule.categories) + len(target.categories)
+    embedding = embed_codes(sraven, "pca", max_points=300)
+    np.testing.assert_allclose(display.coords, embedding.coords)
+    drawn = np.concatenate([c.get_offsets() for c in fig.axes[0].collections])
+    np.testing.assert_allclose(np.sort(drawn, axis=0), np.sort(embedding.coords, axis=0), rtol=1e-6)
+    traces = [t for t in display.plotly().data if t.legendgroup == "rule"]
+    assert sum(len(t.x) for t in traces) == embedding.coords.shape[0]
 
 
 def test_embedding_figure_continuous_and_set_labels(fuzzy):
@@ -88,6 +100,9 @@ def test_similarity_figure(sraven):
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == sraven.class_names()
     heatmap = display.plotly().data
     assert len(heatmap) == 1 and heatmap[0].type == "heatmap"
+    expected = rule_similarity(sraven).similarity
+    np.testing.assert_allclose(np.asarray(fig.axes[0].images[0].get_array()), expected)
+    np.testing.assert_allclose(np.asarray(heatmap[0].z, dtype=float), expected)
 
 
 @pytest.mark.parametrize(
@@ -103,6 +118,9 @@ def test_code_heatmaps_say_whether_codes_are_probabilities(make_sraven, score_no
     display = code_heatmap_figure(codes)
     assert display.value_label == label
     assert display.means.shape == (8, 4, 3 * 2)  # rules x heads x (layer, query, key)
+    rule = codes.labels["rule"]
+    expected = codes.codes[rule == 5].mean(axis=0)  # [layer, head, query, key]
+    np.testing.assert_allclose(display.means[5], expected.transpose(1, 0, 2, 3).reshape(4, 6), rtol=1e-5)
     assert display.columns[:2] == ["L0 q0 k0", "L0 q0 k1"]
     fig = display.plot()
     assert any(ax.get_ylabel() == label for ax in fig.axes)  # the colour bar
@@ -111,8 +129,11 @@ def test_code_heatmaps_say_whether_codes_are_probabilities(make_sraven, score_no
 
 
 def test_term_f1_figure(fuzzy):
-    display = term_f1_figure(decode_rules(fuzzy, layers="each"), split="ood")
+    terms = decode_rules(fuzzy, layers="each").terms
+    display = term_f1_figure(terms, split="ood")
     assert display.f1.shape == (2, 16) and len(display.plotly().data) == 1
+    np.testing.assert_allclose(display.f1, np.asarray(terms.f1["ood"], dtype=float), equal_nan=True)
+    np.testing.assert_allclose(np.asarray(display.plotly().data[0].z, dtype=float), display.f1, equal_nan=True)
     assert display.plot().axes[0].get_xlabel().startswith("term")
     with pytest.raises(ValueError, match="split"):
         term_f1_figure(decode_rules(fuzzy, layers="all"), split="validation")
@@ -162,10 +183,24 @@ def test_training_curves(key):
     assert fig.axes[0].get_yscale() == "log"
     assert len(fig.axes[0].get_lines()) == 3
     assert len(display.plotly().data) == 2 * 3  # metrics x splits
+    rows = [r for r in _metrics_rows(key) if r["split"] == "ood"]
+    ood = [line for line in fig.axes[1].get_lines() if line.get_label() == "ood"][0]
+    np.testing.assert_allclose(ood.get_xdata(), [r["step"] for r in rows])
+    np.testing.assert_allclose(ood.get_ydata(), [r[key] for r in rows])
     runs = training_curves_figure({"a": _metrics_rows(key), "b": _metrics_rows(key)})
     assert len(runs.plotly().data) == 2 * 2 * 3
     with pytest.raises(ValueError, match="metrics.jsonl"):
         training_curves_figure([{"loss": 1.0}])
+
+
+def test_training_curves_mark_a_single_evaluation_point():
+    rows = [{"step": s, "split": "train", "loss": 1.0 / s} for s in (1, 2, 3)]
+    rows += [{"step": 3, "split": "ood", "loss": 0.5, "acc": 0.25}]
+    display = training_curves_figure(rows)
+    acc = display.plot().axes[1].get_lines()
+    assert len(acc) == 1 and acc[0].get_marker() == "o" and list(acc[0].get_ydata()) == [0.25]
+    modes = {(t.name, t.xaxis): t.mode for t in display.plotly().data}
+    assert modes == {("train", "x"): "lines", ("ood", "x"): "markers", ("ood", "x2"): "markers"}
 
 
 def test_save_figure_writes_static_and_html(tmp_path, sraven):
