@@ -117,9 +117,15 @@ def subsample(n_samples: int, max_points: int | None, random_state: int = 0) -> 
     return np.sort(np.random.default_rng(random_state).choice(n_samples, size=max_points, replace=False))
 
 
+SPECTRAL_MIN_ROWS = 100
+"""Below this many rows UMAP starts from PCA: spectral initialisation is unreliable on tiny graphs."""
+
+
 def _umap(
     X: np.ndarray, n_neighbors: int, min_dist: float, n_epochs: int | None, init: str, seed: int | None
-) -> tuple[np.ndarray, Any]:
+) -> tuple[np.ndarray, Any, str]:
+    """UMAP coordinates, the fitted reducer and the initialisation used: a failed spectral initialisation (umap
+    would fall back to a random layout) is redone from PCA, umap's documented alternative, with a warning."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ImportWarning)
         import umap
@@ -127,27 +133,45 @@ def _umap(
     # Exact neighbours from scikit-learn: umap's own small-data path calls its metric once per pair from
     # Python (minutes for a few thousand rows) and its large-data path pays a long NNDescent JIT.
     distances, indices = NearestNeighbors(n_neighbors=n_neighbors).fit(X).kneighbors(X)
-    reducer = umap.UMAP(
-        n_neighbors=n_neighbors,
-        min_dist=min_dist,
-        n_components=2,
-        n_epochs=n_epochs,
-        random_state=seed,
-        n_jobs=1 if seed is not None else -1,
-        precomputed_knn=(indices, distances, None),
-        # spectral initialisation is unreliable on tiny graphs; PCA is umap's documented alternative
-        init=init if X.shape[0] > 100 else "pca",
-    )
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*knn_search_index.*")
-        warnings.filterwarnings("ignore", message=".*n_jobs value.*")
-        coords = np.asarray(reducer.fit_transform(X), dtype=np.float32)
+
+    def fit(start: str) -> tuple[np.ndarray, Any]:
+        reducer = umap.UMAP(
+            n_neighbors=n_neighbors,
+            min_dist=min_dist,
+            n_components=2,
+            n_epochs=n_epochs,
+            random_state=seed,
+            n_jobs=1 if seed is not None else -1,
+            precomputed_knn=(indices, distances, None),
+            init=start,
+        )
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*knn_search_index.*")
+            warnings.filterwarnings("ignore", message=".*n_jobs value.*")
+            warnings.filterwarnings("error", message="Spectral initialisation failed")
+            return np.asarray(reducer.fit_transform(X), dtype=np.float32), reducer
+
+    if init == "spectral" and X.shape[0] <= SPECTRAL_MIN_ROWS:
+        logger.info("UMAP of %d rows starts from PCA: spectral initialisation is unreliable below %d rows",
+                    X.shape[0], SPECTRAL_MIN_ROWS)
+        init = "pca"
+    try:
+        coords, reducer = fit(init)
+    except Exception as error:  # any failure of the spectral layout (eigensolver, too small a graph, ...)
+        if init != "spectral":
+            raise
+        reason = " ".join(str(error).split()) or type(error).__name__
+        message = f"UMAP's spectral initialisation failed ({reason[:200]}); using PCA initialisation instead"
+        logger.warning(message)
+        warnings.warn(message, UserWarning, stacklevel=3)
+        init = "pca"
+        coords, reducer = fit(init)
     # umap keeps no search index for precomputed neighbours; its small-data path (exact distances to the fitted
     # rows, which it keeps) transforms new rows instead
     reducer._small_data = True
     if hasattr(reducer, "_knn_search_index"):
         del reducer._knn_search_index
-    return coords, reducer
+    return coords, reducer, init
 
 
 @_single_threaded
@@ -180,6 +204,8 @@ def embed_codes(
             optimisation dominates the run time).
         init: UMAP initial layout. "spectral" (umap's default) keeps global structure best but is slow when the
             neighbour graph falls apart into many components (codes of a few dozen compositions); "pca" is fast.
+            Spectral falls back to PCA (with a warning) when it fails, and is skipped below `SPECTRAL_MIN_ROWS`
+            rows; `params["init"]` records the initialisation used.
         standardize: z-score each feature first (off: codes are compared on their own scale).
         random_state: seed for the subsample and for UMAP (a seed makes UMAP single-threaded; None lets it
             use every core, unrepeatably).
@@ -219,9 +245,9 @@ def embed_codes(
         params["explained_variance_ratio"] = pca.explained_variance_ratio_.tolist()
         reducer: Any = pca
     else:
-        coords, reducer = _umap(X, n_neighbors, min_dist, n_epochs, init, random_state)
+        coords, reducer, used = _umap(X, n_neighbors, min_dist, n_epochs, init, random_state)
         params.update(
-            n_neighbors=min(n_neighbors, rows.size - 1), min_dist=min_dist, n_epochs=n_epochs, init=init
+            n_neighbors=min(n_neighbors, rows.size - 1), min_dist=min_dist, n_epochs=n_epochs, init=used
         )
     logger.info("%s of %d rows, layer %s", method, rows.size, layer_name)
     return Embedding(

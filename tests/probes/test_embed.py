@@ -72,3 +72,31 @@ def test_a_fitted_embedding_places_new_codes_in_the_same_picture(make_sraven):
     assert (umap_view.labels["rule"][nearest] == umap_view.labels["rule"][:100, None]).mean() > 0.9
     with pytest.raises(ValueError, match="features at layer"):
         pca.transform(make_sraven(n=50, n_heads=2))
+
+
+def test_a_failed_spectral_initialisation_falls_back_to_pca_and_says_so(make_sraven, monkeypatch, caplog):
+    import umap.umap_
+
+    codes = make_sraven(n=150, structure="rule", planted_layers=(2,), noise=0.2)
+    direct = embed_codes(codes, "umap", layer="last", n_neighbors=10, n_epochs=30, init="pca")
+
+    def failing_spectral_layout(*args, **kwargs):  # what umap does when its eigensolver gives up
+        import warnings
+
+        warnings.warn("Spectral initialisation failed! The eigenvector solver failed.", UserWarning, stacklevel=1)
+        return np.random.default_rng(0).uniform(-10, 10, size=(args[1].shape[0], 2))
+
+    monkeypatch.setattr(umap.umap_, "spectral_layout", failing_spectral_layout)
+    with pytest.warns(UserWarning, match="spectral initialisation failed .*using PCA initialisation instead"):
+        fallback = embed_codes(codes, "umap", layer="last", n_neighbors=10, n_epochs=30, init="spectral")
+    assert fallback.params["init"] == "pca"
+    assert "using PCA initialisation instead" in caplog.text
+    np.testing.assert_allclose(fallback.coords, direct.coords)  # exactly what a PCA start gives
+
+
+def test_tiny_inputs_start_from_pca_and_record_it(sraven, caplog):
+    import logging
+
+    caplog.set_level(logging.INFO, logger="probes.embed")
+    emb = embed_codes(sraven, "umap", max_points=60, n_neighbors=5, n_epochs=20)
+    assert emb.params["init"] == "pca" and "unreliable below 100 rows" in caplog.text
