@@ -67,6 +67,9 @@ def _add_extract_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=int, default=512, help="instances per forward pass (default: 512)")
     parser.add_argument("--device", default="cpu", help="device for the model (default: cpu)")
     parser.add_argument("--seed", type=int, default=0, help="batch seed (default: 0)")
+    parser.add_argument("--inputs", choices=("uniform", "fixed_query"), default=None,
+                        help="fuzzy logic: draw every input at random (uniform, the default) or give every instance "
+                             "one shared query input (fixed_query, the reference's reading of Fig. 2B/2D)")
     _add_progress(parser)
     _add_out(parser)
     return parser
@@ -78,7 +81,7 @@ def _cmd_extract(args: argparse.Namespace) -> int:
 
     path = extract_run(args.run, splits=args.splits, n_samples=args.n_samples, positions=args.positions,
                        batch_size=args.batch_size, device=args.device, seed=args.seed, progress=args.progress,
-                       out_dir=args.out)
+                       out_dir=args.out, inputs=args.inputs)
     codes = LatentCodes.load(path)
     counts = ", ".join(f"{s} {int((codes.split == s).sum())}" for s in codes.splits)
     _echo(f"codes: {path} {list(codes.codes.shape)} ({counts}); labels: {', '.join(sorted(codes.labels))}")

@@ -151,6 +151,7 @@ def extract_run(
     seed: int = 0,
     progress: bool | None = None,
     out_dir: str | os.PathLike | None = None,
+    inputs: str | None = None,
 ) -> Path:
     """Extract a trained run's latent codes and save them to `RUN/codes/<positions>.npz` (+ `.json`), or under
     `out_dir` (see `analysis_dir`; required for a shipped checkpoint).
@@ -165,6 +166,7 @@ def extract_run(
         seed: batch seed.
         progress: progress bar (None: only on a terminal).
         out_dir: write under this folder instead of the run (see `analysis_dir`).
+        inputs: fuzzy logic: 'uniform' (default) or 'fixed_query' (see `extract_latent_codes`).
 
     Returns:
         The path of the written `.npz`.
@@ -178,7 +180,7 @@ def extract_run(
     run = load_run(run_dir, device=device)
     codes = extract_latent_codes(
         run.model, run.task, tuple(splits), n_samples, positions=positions, batch_size=batch_size, seed=seed,
-        checkpoint=run.checkpoint_hash, progress=progress,
+        checkpoint=run.checkpoint_hash, progress=progress, inputs=inputs,
     )
     meta = {**codes.meta, "run": str(run_dir), "step": run.step}
     codes = dataclasses.replace(codes, meta=meta)  # keeps every field, the raw `inputs` included

@@ -8,6 +8,7 @@ you already have (a dict, or any `ActivationCache`, e.g. from a TransformerLens 
 
 from __future__ import annotations
 
+import inspect
 import logging
 import re
 from collections.abc import Mapping, Sequence
@@ -355,6 +356,7 @@ def extract_latent_codes(
     seed: int = 0,
     checkpoint: str | None = None,
     progress: bool | None = None,
+    inputs: str | None = None,
 ) -> LatentCodes:
     """Run `model` on `n_samples` fresh instances of each split and keep its latent codes at `positions`.
 
@@ -377,6 +379,8 @@ def extract_latent_codes(
         seed: batch seed (the task mixes in the split, so splits draw independent instances).
         checkpoint: the checkpoint hash to record in `meta` (the CLI passes the run's).
         progress: show a progress bar (None: only on a terminal).
+        inputs: fuzzy logic only: 'uniform' (every input random, the default) or 'fixed_query' (every instance
+            shares one query input, as the reference's latent analyses read the query's self-attention code).
 
     Returns:
         `LatentCodes`: codes float32 [rows, layer, head_index, query, key] with `n_views` rows per instance
@@ -402,6 +406,12 @@ def extract_latent_codes(
         if split not in task.splits:
             raise ValueError(f"unknown split {split!r} for task {task.name!r}; valid splits: {', '.join(task.splits)}")
     spec = resolve_positions(task, positions)
+    sample_options = {}
+    if inputs is not None:
+        if "inputs" not in inspect.signature(task.sample).parameters:
+            raise ValueError(f"inputs={inputs!r}: task {task.name!r} draws no alternative inputs; leave inputs unset "
+                             "(it is a fuzzy-logic option: 'uniform' or 'fixed_query')")
+        sample_options["inputs"] = inputs
     n_layers = int(model.cfg.n_layers)
     chosen = list(range(n_layers)) if layers is None else [int(layer) for layer in layers]
     bad = [layer for layer in chosen if not 0 <= layer < n_layers]
@@ -426,7 +436,8 @@ def extract_latent_codes(
     try:
         with torch.no_grad():
             for split in splits:
-                batch = task.sample(n_samples, split, seed=seed, device=run_device, unpermuted=True)
+                batch = task.sample(n_samples, split, seed=seed, device=run_device, unpermuted=True,
+                                    **sample_options)
                 for start in range(0, n_samples, batch_size):
                     x = batch.x[start : start + batch_size]
                     out, cache = model.run_with_cache(x, names_filter=names)
@@ -460,6 +471,7 @@ def extract_latent_codes(
         "splits": list(splits),
         "n_per_split": n_samples,
         "seed": seed,
+        "inputs": inputs or "uniform",
         **_task_meta(task),
     }
     return LatentCodes(

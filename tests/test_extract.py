@@ -257,3 +257,19 @@ def test_saved_codes_round_trip(sraven, tmp_path):
     assert loaded.meta == codes.meta and sorted(loaded.labels) == sorted(codes.labels)
     for name, value in codes.labels.items():
         np.testing.assert_array_equal(loaded.labels[name], value)
+
+
+def test_fixed_query_inputs_share_the_query_token_across_instances():
+    from latentcode import build_model, extract_latent_codes, get_task
+
+    task = get_task("fuzzy_logic", seq_len=8)
+    model = build_model(task, "hyla", preset="tiny")
+    fixed = extract_latent_codes(model, task, ("train", "ood"), 16, inputs="fixed_query", progress=False)
+    uniform = extract_latent_codes(model, task, ("train", "ood"), 16, progress=False)
+    query_x = fixed.inputs[:, -1, : task.config.n_variables]
+    assert np.all(query_x == query_x[0]) and fixed.meta["inputs"] == "fixed_query"
+    assert not np.all(uniform.inputs[:, -1, : task.config.n_variables] == uniform.inputs[0, -1, : task.config.n_variables])
+    assert uniform.meta["inputs"] == "uniform"
+    with pytest.raises(ValueError, match="fuzzy-logic option"):
+        extract_latent_codes(build_model(get_task("sraven"), "hyla", preset="tiny"), get_task("sraven"), ("train",), 4,
+                             inputs="fixed_query", progress=False)
