@@ -169,3 +169,56 @@ def test_time_limit_stops_every_member_and_resume_matches_a_straight_run(tmp_pat
             {k: v for k, v in r.items() if k not in ("samples_per_s", "elapsed_s")} for r in rows
         ]
         assert strip(a.metrics) == strip(b.metrics)
+
+
+def test_replayed_dropout_masks_are_the_single_runs_masks(device):
+    # the masks the ensemble draws outside vmap for a seed are those a single forward pass draws after seeding
+    from latentcode import ensemble
+    from latentcode.attention import MultiHeadAttention
+    from latentcode.model import Transformer
+
+    task = get_task("sraven")
+    mcfg = model_config(task, "hyla", preset="tiny", attn_dropout=0.1, dropout=0.1)
+    x = task.sample(8, "train", seed=0, device=device).x
+    drawn = []
+    original_mask, original_dropout = MultiHeadAttention.dropout_mask, torch.nn.functional.dropout
+
+    def record_mask(self, pattern):
+        drawn.append(original_mask(self, pattern))
+        return drawn[-1]
+
+    def record_dropout(input, p=0.5, training=True, inplace=False):
+        out = original_dropout(input, p, training, inplace)
+        drawn.append((input.detach().clone(), out.detach()))
+        return out
+
+    single = Transformer(mcfg).to(device).train()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(MultiHeadAttention, "dropout_mask", record_mask)
+        patch.setattr(torch.nn.functional, "dropout", record_dropout)
+        torch.manual_seed(123)
+        single(x, keep_last=task.n_readout)
+    base = Transformer(mcfg).to(device).train()
+    replay = ensemble._DropoutReplay(base, 8, task, torch.device(device), autocast=False)
+    masks = replay.draw([7, 123])  # member 1 has the single run's seed
+    assert [kind for kind, *_ in replay.sites] == ["dropout"] + ["attention", "dropout", "dropout"] * 2
+    assert len(masks) == len(drawn) == 7
+    for site, (mask, expected) in enumerate(zip(masks, drawn, strict=True)):
+        if isinstance(expected, tuple):  # residual dropout: the replay computes input * mask, bit for bit
+            assert torch.equal(expected[0] * mask[1], expected[1]), f"site {site}"
+        else:
+            assert torch.equal(mask[1], expected), f"site {site}"
+        assert not torch.equal(mask[0], mask[1]), f"site {site}: two seeds drew the same mask"
+
+
+@pytest.mark.gpu
+def test_members_match_single_runs_with_dropout_on_cuda(tmp_path):
+    # TF32 matmuls round differently in vmapped and plain kernels, so the tolerance is loose; the masks are exact
+    task, mcfg, cfgs = _setup("hyla", attn_dropout=0.1)
+    cfgs = [dataclasses.replace(cfg, device="cuda", steps=4, warmup=1, eval_every=4, checkpoint_every=4, log_every=1)
+            for cfg in cfgs]
+    runs = train_ensemble(mcfg, task, cfgs, [tmp_path / "e0", tmp_path / "e1"], progress=False)
+    for i, cfg in enumerate(cfgs):
+        single = train(mcfg, task, cfg, tmp_path / f"s{i}", progress=False)
+        losses = [[r["loss"] for r in run.metrics if r["split"] == "train"] for run in (runs[i], single)]
+        torch.testing.assert_close(losses[0], losses[1], rtol=1e-2, atol=0)
