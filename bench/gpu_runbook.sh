@@ -10,6 +10,7 @@
 #   --jobs K           ensemble processes at a time on the one GPU (default: 3)
 #   --smoke            run bench/gpu_smoke.py first (<= 2 minutes on the GPU)
 #   --smoke-only       run the smoke test and stop
+#   --gpu-tests        first run the ensemble tests that check dropout masks and members on CUDA (about a minute)
 #   --smoke-args "..." extra arguments of the smoke test (the CPU rehearsal passes --device cpu --steps 4 ...)
 #   --budget SECONDS   wall clock of the whole call, packing included (default: 540, i.e. 9 minutes)
 #   --reserve SECONDS  what is kept back for packing (default: 40)
@@ -23,7 +24,7 @@
 # (at most 8 files in all).
 set -euo pipefail
 
-GRID=sweeps/gpu_sraven_core.yaml JOBS=3 SMOKE=0 SMOKE_ONLY=0 SMOKE_ARGS="" BUDGET=540 RESERVE=40 THREADS=""
+GRID=sweeps/gpu_sraven_core.yaml JOBS=3 SMOKE=0 SMOKE_ONLY=0 SMOKE_ARGS="" BUDGET=540 RESERVE=40 THREADS="" TESTS=0
 CARRY=gpu_carry RUNS=gpu_runs WHEELS=wheels PY=python3 PIP_ARGS=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -32,6 +33,7 @@ while [ $# -gt 0 ]; do
     --smoke) SMOKE=1; shift ;;
     --smoke-only) SMOKE=1; SMOKE_ONLY=1; shift ;;
     --smoke-args) SMOKE_ARGS=$2; shift 2 ;;
+    --gpu-tests) TESTS=1; shift ;;
     --budget) BUDGET=$2; shift 2 ;;
     --reserve) RESERVE=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
@@ -67,7 +69,12 @@ if ls "$CARRY"/runs-*.tar.gz* >/dev/null 2>&1; then
   "$PY" bench/gpu_pack.py unpack "$CARRY" "$RUNS"
 fi
 
-# 3. smoke test
+# 3. GPU tests and smoke test
+if [ "$TESTS" = 1 ]; then
+  # the repository's addopts name plugins (nbmake) the machine lacks; the gpu tests need none of them
+  "$PY" -m pytest -o addopts="" -p no:cacheprovider -q tests/test_ensemble.py -k "replayed or cuda" || status_tests=$?
+  echo "== gpu tests done at $(elapsed) s (exit status ${status_tests:-0})"
+fi
 if [ "$SMOKE" = 1 ]; then
   # shellcheck disable=SC2086  # SMOKE_ARGS holds several arguments
   "$PY" bench/gpu_smoke.py --json "$OUT/smoke.json" $SMOKE_ARGS

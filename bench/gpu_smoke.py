@@ -2,9 +2,11 @@
 
 Trains softmax, linear and HYLA (paper preset: 4 layers, width 1, batch 128) for `--steps` steps each in fp32
 eager through `latentcode.train`, then HYLA as a 3-seed `train_ensemble`, then HYLA once more with `--compile`,
-and prints steps/s of each (the last logged window, so compilation and warm-up are not counted). Stops starting
-new parts once `--budget` seconds have passed. Writes the numbers as JSON with `--json`. Not a test: no timing is
-asserted, but a non-finite loss or an import failure exits non-zero.
+then the compiled 3-seed ensemble, and prints steps/s of each (the last logged window, so compilation and
+warm-up are not counted). Stops starting new parts once `--budget` seconds have passed. Writes the numbers as
+JSON with `--json`. Not a test: no timing is asserted. It exits with 1 if an eager part fails (an import
+failure or a non-finite loss, say), which stops the runbook before training; a failing compiled part is
+reported and training goes on in eager mode.
 
     python bench/gpu_smoke.py --json $OUT/smoke.json                          # on the GPU (<= 2 minutes)
     python bench/gpu_smoke.py --device cpu --steps 4 --preset tiny            # rehearsal on a CPU
@@ -18,6 +20,7 @@ import platform
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 import torch
@@ -35,16 +38,24 @@ def _steps_per_s(metrics: list[dict], batch_size: int) -> float:
     return lines[-1]["samples_per_s"] / batch_size
 
 
-def _part(name: str, fn, budget_end: float, results: list[dict]) -> None:
+def _part(name: str, fn, budget_end: float, results: list[dict]) -> bool:
+    """Run one part; False if it raised (the error is printed and recorded)."""
     if time.monotonic() > budget_end:
-        print(f"{name:<28} skipped: over the time budget", flush=True)
+        print(f"{name:<30} skipped: over the time budget", flush=True)
         results.append({"part": name, "skipped": True})
-        return
+        return True
     start = time.monotonic()
-    record = {"part": name, **fn(), "wall_s": round(time.monotonic() - start, 1)}
+    try:
+        record = {"part": name, **fn(), "wall_s": round(time.monotonic() - start, 1)}
+    except Exception as e:  # report every part, then decide on the exit code
+        traceback.print_exc()
+        results.append({"part": name, "error": f"{type(e).__name__}: {e}"})
+        print(f"{name:<30} FAILED: {type(e).__name__}: {e}", flush=True)
+        return False
     results.append(record)
-    print(f"{name:<28} {record['steps_per_s']:8.1f} steps/s   final train loss {record['loss']:.4f}   "
+    print(f"{name:<30} {record['steps_per_s']:8.1f} steps/s   final train loss {record['loss']:.4f}   "
           f"wall {record['wall_s']:.1f} s", flush=True)
+    return True
 
 
 def main() -> int:
@@ -82,23 +93,26 @@ def main() -> int:
                         "ood_acc": run.eval_metrics("ood").get("acc")}
             return fn
 
-        def ensemble() -> dict:
-            cfgs = [cfg(seed=s) for s in (0, 1, 2)]
-            runs = train_ensemble(model_config(task, "hyla", args.preset), task, cfgs,
-                                  [Path(tmp) / f"ensemble-s{s}" for s in (0, 1, 2)], progress=False)
-            return {"steps_per_s": _steps_per_s(runs[0].metrics, cfgs[0].batch_size),
-                    "loss": max([r for r in run.metrics if r["split"] == "train"][-1]["loss"] for run in runs),
-                    "members": 3}
+        def ensemble(compile: bool = False):
+            def fn() -> dict:
+                cfgs = [cfg(seed=s, compile=compile) for s in (0, 1, 2)]
+                outs = [Path(tmp) / f"ensemble-{'compiled' if compile else 'eager'}-s{s}" for s in (0, 1, 2)]
+                runs = train_ensemble(model_config(task, "hyla", args.preset), task, cfgs, outs, progress=False)
+                return {"steps_per_s": _steps_per_s(runs[0].metrics, cfgs[0].batch_size),
+                        "loss": max([r for r in run.metrics if r["split"] == "train"][-1]["loss"] for run in runs),
+                        "members": 3}
+            return fn
 
-        for variant in ("softmax", "linear", "hyla"):
-            _part(f"{variant} eager", single(variant), budget_end, results)
-        _part("hyla eager, 3-seed ensemble", ensemble, budget_end, results)
+        eager_ok = all([_part(f"{variant} eager", single(variant), budget_end, results)
+                        for variant in ("softmax", "linear", "hyla")])
+        eager_ok &= _part("hyla eager, 3-seed ensemble", ensemble(), budget_end, results)
         _part("hyla compiled", single("hyla", compile=True), budget_end, results)
+        _part("hyla compiled, 3-seed ensemble", ensemble(compile=True), budget_end, results)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"env": env, "steps": args.steps, "preset": args.preset,
                                          "results": results}, indent=1) + "\n")
-    return 0
+    return 0 if eager_ok else 1
 
 
 if __name__ == "__main__":
