@@ -95,12 +95,21 @@ def test_dropout_multiplier_acts_as_if_applied_to_the_pattern(norm, net, act):
 
 def test_attention_dropout_only_in_training():
     attn = attention(attn_dropout=0.5, score_norm="rms_head", value_net="mlp")
+    twin = attention(score_norm="rms_head", value_net="mlp")  # same weights (same seed), no dropout
+    twin.load_state_dict(attn.state_dict())
     x = torch.randn(2, 6, 16, dtype=torch.float64)
-    torch.testing.assert_close(attn(x), attn(x))
+    torch.testing.assert_close(attn(x), twin(x))  # eval mode: no dropout
     attn.train()
     torch.manual_seed(0)
     dropped = attn(x)
-    assert not torch.allclose(dropped, attn.eval()(x))
+    torch.manual_seed(0)  # the same draw, by hand: pattern times the [query, key] mask, then the value network
+    _, _, v = attn.qkv(x)
+    _, pattern = codes_for(attn, x)
+    keep = attn.dropout_mask(pattern)
+    assert (keep == 0).any()
+    expected = attn.project_out(MultiHeadAttention.value_network(attn, pattern * keep, v))
+    torch.testing.assert_close(dropped, expected)
+    assert not torch.allclose(dropped, twin(x))
 
 
 @pytest.mark.parametrize("query_major", [False, True], ids=["standard-layout", "query-major"])
