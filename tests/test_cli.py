@@ -251,3 +251,18 @@ def test_python_dash_m_latentcode_runs_the_cli():
     )
     assert result.returncode == 2
     assert result.stderr.startswith("error: unknown variant 'nope'")
+
+
+def test_time_limit_stops_train_with_a_checkpoint_and_resume_finishes_it(tmp_path, capsys):
+    out = tmp_path / "cut"
+    args = ["-q", "train", "fuzzy_logic", "--model", "softmax", "--preset", "tiny", "--steps", "6", "--out", str(out),
+            "--threads", "1", "--no-progress"]
+    # the limit counts from the start of the process, which is older than 0 s: stop after the first step
+    assert main([*args, "--time-limit", "0"]) == 0
+    assert "stopped by --time-limit at step 1 of 6; continue with --resume" in capsys.readouterr().out
+    assert load_run(out).step == 1
+    assert main([*args, "--resume"]) == 0
+    assert load_run(out).finished
+    assert main([*args, "--resume", "--time-limit", "-5"]) == 2
+    assert "--time-limit=-5.0 must be" in capsys.readouterr().err
+    assert main([*args, "--resume", "--threads", "0"]) == 2
