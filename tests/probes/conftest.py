@@ -80,14 +80,17 @@ def sraven_codes(
     target = rng.integers(8, size=n)
     correct = rng.random(n) < 0.8
     prediction = np.where(correct, target, (target + 1) % 8)
+    composition = np.unique(np.sort(rules, axis=1), axis=0, return_inverse=True)[1].ravel()
+    labels = {"rule": rule, "rules": rules, "target": target, "prediction": prediction, "correct": correct,
+              "feature": slot, "composition": composition, "instance": np.arange(n)}  # what extraction writes
     return LatentCodes(
         codes=codes.astype(np.float32),
-        labels={"rule": rule, "rules": rules, "target": target, "prediction": prediction, "correct": correct},
+        labels=labels,
         split=split,
         meta={
             "task": "sraven",
             "variant": "synthetic",
-            "positions": "last_feature",
+            "positions": "paper",
             "layers": list(range(n_layers)),
             "checkpoint": None,
             "label": "rule",
@@ -114,6 +117,7 @@ def fuzzy_codes(
 
     structure: "terms" (sum of one embedding per term of the composition), "bits" (linear in the K·L latent
     bits), "composition" (a random vector per composition: memorizable, not generalizable) or "random".
+    with_composition: write the `composition` label, as extraction does (False: codes of another producer).
     """
     rng = np.random.default_rng(seed)
     n_classes = 2**n_variables
@@ -139,7 +143,8 @@ def fuzzy_codes(
         clean = np.zeros((n, features))
     codes = (clean + noise * rng.normal(size=(n, features))).reshape(n, n_layers, n_heads, 1, 1)
     target = rng.random(n)
-    labels = {"terms": terms, "term_bits": term_bits, "target": target, "prediction": target + 0.05}
+    labels = {"terms": terms, "term_bits": term_bits, "target": target, "prediction": target + 0.05,
+              "instance": np.arange(n)}
     if with_composition:
         labels["composition"] = np.unique(terms, axis=0, return_inverse=True)[1].ravel()
     names = ["∧".join(f"{'' if b else '¬'}x{j + 1}" for j, b in enumerate(row)) for row in bits_table]
@@ -150,7 +155,7 @@ def fuzzy_codes(
         meta={
             "task": "fuzzy_logic",
             "variant": "synthetic",
-            "positions": "query_self",
+            "positions": "paper",
             "layers": list(range(n_layers)),
             "checkpoint": None,
             "label": "terms",

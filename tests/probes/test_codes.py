@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -179,3 +180,26 @@ def test_saved_npz_holds_only_plain_arrays(tmp_path):
     with zipfile.ZipFile(path) as archive:
         assert sorted(archive.namelist()) == ["codes.npy", "label_rule.npy", "label_rules.npy", "split.npy"]
     assert set(SPLITS) == {"train", "test", "ood", "novel_terms"}
+
+
+DATA = Path(__file__).parents[1] / "data"
+
+
+@pytest.mark.parametrize(
+    ("make", "real"),
+    [
+        pytest.param("make_sraven", DATA / "run_v0.1.0" / "codes" / "paper.npz", id="sraven"),
+        pytest.param("make_fuzzy", DATA / "fuzzy_logic_codes.npz", id="fuzzy_logic"),
+    ],
+)
+def test_synthetic_fixtures_carry_exactly_the_labels_extraction_writes(request, make, real):
+    """The probes tests run on synthetic codes; these must look like `latentcode extract`'s files (tests/data
+    holds one of each task, written by the extraction code), so a probe never relies on a label extraction
+    does not write."""
+    fixture, extracted = request.getfixturevalue(make)(n=40), LatentCodes.load(real)
+    assert sorted(fixture.labels) == sorted(extracted.labels)
+    for name, values in extracted.labels.items():
+        assert fixture.labels[name].shape[1:] == values.shape[1:], name
+        assert fixture.labels[name].dtype.kind == values.dtype.kind, name
+    assert set(fixture.meta) <= set(extracted.meta)
+    assert fixture.meta["positions"] == extracted.meta["positions"] and fixture.task == extracted.task
