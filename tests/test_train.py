@@ -154,13 +154,45 @@ def test_step_seeds_depend_on_seed_rank_and_step_only():
     assert all(0 <= x < 2**63 for pair in seeds for x in pair)
 
 
-def test_auto_device_picks_cpu_without_accelerators_and_bad_devices_are_rejected():
-    if not torch.cuda.is_available() and not torch.backends.mps.is_available():
-        assert resolve_device("auto") == torch.device("cpu")
-        with pytest.raises(ValueError, match="CUDA is not available"):
-            resolve_device("cuda")
+@pytest.mark.parametrize(
+    ("cuda", "mps", "request_", "local_rank", "expected"),
+    [
+        pytest.param(False, False, "auto", 0, "cpu", id="auto-cpu"),
+        pytest.param(True, False, "auto", 0, "cuda:0", id="auto-cuda"),
+        pytest.param(True, True, "auto", 3, "cuda:3", id="auto-cuda-before-mps-local-rank"),
+        pytest.param(False, True, "auto", 0, "mps", id="auto-mps"),
+        pytest.param(True, False, "cuda", 2, "cuda:2", id="cuda-takes-the-local-rank"),
+        pytest.param(True, False, "cuda:1", 2, "cuda:1", id="explicit-index-wins"),
+        pytest.param(True, True, "cpu", 0, "cpu", id="cpu-on-request"),
+    ],
+)
+def test_resolve_device_on_every_kind_of_host(monkeypatch, cuda, mps, request_, local_rank, expected):
+    """Both branches run on any machine: the accelerators' availability is what the host would report."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+    assert resolve_device(request_, local_rank=local_rank) == torch.device(expected)
+
+
+def test_devices_the_host_lacks_and_unknown_devices_are_rejected(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        resolve_device("cuda")
+    with pytest.raises(ValueError, match="MPS is not available"):
+        resolve_device("mps")
     with pytest.raises(ValueError, match="unknown device 'gpu0'"):
         resolve_device("gpu0")
+
+
+@pytest.mark.gpu
+def test_training_on_cuda_matches_its_own_evaluation_on_the_cpu(tmp_path):
+    mcfg, task, tcfg = tiny("hyla", steps=6, warmup=1, eval_every=6, log_every=3, device="cuda")
+    run = train(mcfg, task, tcfg, tmp_path / "gpu", progress=False)
+    assert next(run.model.parameters()).device.type == "cuda"
+    on_cpu = evaluate(run.model.cpu(), task, n_samples=tcfg.eval_samples, seed=tcfg.seed)
+    for split in ("test", "ood"):
+        logged = run.eval_metrics(split)
+        assert on_cpu[split]["loss"] == pytest.approx(logged["loss"], rel=1e-3)  # TF32 on the GPU
 
 
 # ------------------------------------------------------------------------------------------------- the loop
