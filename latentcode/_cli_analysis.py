@@ -236,12 +236,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     if args.steps <= 0 or args.n_samples <= 0:
         raise ValueError(f"--steps={args.steps} and --n-samples={args.n_samples} must be positive integers")
-    result = demo(args.out, train=args.train, task=args.task, variants=args.variants, preset=args.preset, steps=args.steps, n_samples=args.n_samples,
-                  seed=args.seed, device=args.device, embed_method=args.embed, threads=args.threads,
+    result = demo(args.out, train=args.train, task=args.task, variants=args.variants, preset=args.preset,
+                  steps=args.steps, n_samples=args.n_samples, seed=args.seed, device=args.device, embed_method=args.embed, threads=args.threads,
                   force=args.force, progress=args.progress)
     _echo(result.table())
     chance = next((row["chance"] for row in result.rows if row.get("chance") is not None), None)
-    if chance is not None:
+    if any("term_f1_ood_last" in row for row in result.rows):
+        _echo("term F1: per-term logistic probes fit on train-split codes of the last layer, mean F1 on held-out "
+              "(OOD) compositions; input-only = the same probes on the raw context tokens")
+    elif chance is not None:
         _echo(f"decode: a linear probe fit on train-split codes of the last layer ({result.positions} positions), "
               f"scored on held-out (OOD) compositions; majority = the train-majority class's rate on those rows; "
               f"uniform chance {chance:.3f}")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from latentcode.checkpoint import (
@@ -398,7 +399,9 @@ class DemoResult:
     """What `demo` did: one row per variant, the report, and the time it took.
 
     Attributes:
-        rows: per variant: `variant`, `test` and `ood` (the task metric on those splits), `decode_ood_last`
+        rows: per variant: `variant`, `test` and `ood` (the task metric on those splits); for fuzzy logic
+            `term_f1_ood_last` (mean F1 of the last layer's per-term probes on OOD compositions), `input_only_f1_ood`
+            (the same probes on the raw tokens) and `codes_minus_input_only`; and `decode_ood_last`
             (rule decoding accuracy from the last layer's OOD codes at the report's positions), `majority_ood`
             (the majority-class rate on those rows), `chance`, the same two for the paper's positions
             (`decode_ood_last_paper`, `majority_ood_paper`) where they differ, and `run` (the run directory).
@@ -418,9 +421,14 @@ class DemoResult:
 
     def table(self) -> str:
         """The comparison as aligned text."""
-        columns = [("variant", "variant"), ("test", f"test {self.metric}"), ("ood", f"OOD {self.metric}"),
-                   ("decode_ood_last", "decode OOD (last layer)"), ("majority_ood", "majority")]
-        if any(row.get("input_only_ood") is not None for row in self.rows):
+        columns = [("variant", "variant"), ("test", f"test {self.metric}"), ("ood", f"OOD {self.metric}")]
+        if any("term_f1_ood_last" in row for row in self.rows):  # fuzzy logic: per-term probes, mean F1
+            columns += [("term_f1_ood_last", "term F1 OOD (last layer)"), ("input_only_f1_ood", "input-only F1"),
+                        ("codes_minus_input_only", "codes − input-only")]
+        else:
+            columns += [("decode_ood_last", "decode OOD (last layer)"), ("majority_ood", "majority")]
+        if any(row.get("input_only_ood") is not None for row in self.rows) and \
+                not any("term_f1_ood_last" in row for row in self.rows):
             columns += [("input_only_ood", "input-only control"), ("codes_minus_control", "codes − best control")]
         if any("decode_ood_last_paper" in row for row in self.rows):
             columns += [("decode_ood_last_paper", "decode OOD (paper positions)"),
@@ -439,6 +447,20 @@ class DemoResult:
 
 def _fmt(value: Any) -> str:
     return "-" if value is None else f"{value:.3f}"
+
+
+def _term_f1(decoding: dict[str, Any] | None, split: str = "ood") -> dict[str, Any]:
+    """Fuzzy logic: mean F1 of the last single layer's per-term probes on `split`, the input-only control's mean
+    F1 and their difference; {} for decodings without per-term probes."""
+    terms = (decoding or {}).get("terms")
+    if not terms:
+        return {}
+    with np.errstate(all="ignore"):
+        f1 = np.array(terms["f1"][split][-2], dtype=np.float64)  # layers are (0, ..., last, "all")
+        ours = float(np.nanmean(f1)) if np.isfinite(f1).any() else None
+    control = (terms.get("input_only_f1") or {}).get(split)
+    return {"term_f1_ood_last": ours, "input_only_f1_ood": control,
+            "codes_minus_input_only": None if ours is None or control is None else ours - control}
 
 
 def _input_only(decoding: DecodingResult | dict[str, Any] | None, split: str = "ood") -> float | None:
@@ -597,6 +619,7 @@ def _demo(out: str | os.PathLike, train: bool, variants: Sequence[str], task: st
                "ood": run["summary"].get(f"ood_{metric}"), "decode_ood_last": accuracy, "majority_ood": majority,
                "chance": chance, "input_only_ood": control,
                "codes_minus_control": None if best is None else accuracy - best, "run": run_dir}
+        row.update(_term_f1(run.get("decoding")))
         if run_dir in paper:
             row["decode_ood_last_paper"], row["majority_ood_paper"], _ = _last_layer(paper[run_dir])
         rows.append(row)

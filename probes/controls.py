@@ -200,14 +200,15 @@ def run_controls(
     name = label or codes.label
     features = input_features(codes)
     inputs_only = decode_rules(_stand_in(codes, features, codes.labels), label=name, layers="all",
-                               fuzzy_extras=False, **probe)
+                               fuzzy_extras=False, controls=False, **probe)
     splits = inputs_only.splits
     if codes.task == "sraven":
         query, key = (codes.meta.get(k) for k in ("query", "key"))
         described = f"raw tokens at the codes' query {query} and key {key} positions"
         control = control_labels(codes, name, 0 if random_state is None else random_state)
         relabelled = LatentCodes(codes.codes, {**codes.labels, CONTROL_LABEL: control}, codes.split, codes.meta)
-        task = decode_rules(relabelled, label=CONTROL_LABEL, layers=layers, fuzzy_extras=False, **probe)
+        task = decode_rules(relabelled, label=CONTROL_LABEL, layers=layers, fuzzy_extras=False, controls=False,
+                            **probe)
         control_task = {s: task.accuracy(s) for s in splits}
         layer_names = task.layer_names
         n_types = int(input_types(codes)[1].max()) + 1
