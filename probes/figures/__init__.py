@@ -1,0 +1,47 @@
+"""One function per figure, in scikit-learn's Display style: compute once, then draw with matplotlib or plotly.
+
+Each `*_figure(...)` function returns a small frozen dataclass holding only the data to draw; its `plot(ax=None)`
+returns a matplotlib `Figure` and its `plotly()` a plotly `Figure`, both from the same data. `save_figure`
+writes png/svg/pdf (matplotlib) and standalone html (plotly). Nothing here computes analyses or calls
+`plt.show()`; plotly PNG export (kaleido + Chrome) is deliberately not used.
+
+The families live in submodules: `decoding` (accuracy per layer, per-term F1), `codes` (embeddings, rule
+similarity, mean-code heatmaps), `runs` (metric per variant, training curves) and `save`; `_base` holds what they
+share. Import from `probes.figures` (or `probes`), not from the submodules.
+"""
+
+from probes.figures._base import INTERACTIVE_FORMATS, STATIC_FORMATS, code_value_label
+from probes.figures.codes import (
+    CodeHeatmapFigure,
+    EmbeddingFigure,
+    EmbeddingPanel,
+    SimilarityFigure,
+    code_heatmap_figure,
+    embedding_figure,
+    similarity_figure,
+)
+from probes.figures.decoding import DecodingFigure, TermF1Figure, decoding_figure, term_f1_figure
+from probes.figures.runs import TrainingCurvesFigure, VariantFigure, training_curves_figure, variant_figure
+from probes.figures.save import save_figure
+
+__all__ = [
+    "INTERACTIVE_FORMATS",
+    "STATIC_FORMATS",
+    "CodeHeatmapFigure",
+    "DecodingFigure",
+    "EmbeddingFigure",
+    "EmbeddingPanel",
+    "SimilarityFigure",
+    "TermF1Figure",
+    "TrainingCurvesFigure",
+    "VariantFigure",
+    "code_heatmap_figure",
+    "code_value_label",
+    "decoding_figure",
+    "embedding_figure",
+    "save_figure",
+    "similarity_figure",
+    "term_f1_figure",
+    "training_curves_figure",
+    "variant_figure",
+]
