@@ -516,7 +516,8 @@ def demo(
     touched. With `train=True`, small models are trained instead (`DEMO_SETTINGS`, SRAVEN by default; finished
     runs in `out_dir` are reused unless `force=True`). For SRAVEN, codes are extracted at both the paper's
     positions (last feature only: its rule label is skewed towards high rule indices) and `all_features` (every
-    feature: balanced labels); the report analyses `all_features`, and the table shows both.
+    feature: balanced labels); the report analyses `all_features`, and the table shows both. Fuzzy-logic codes are
+    read on instances that share one query input (`inputs="fixed_query"`), as the reference's latent analyses do.
 
     Args:
         out_dir: folder for the runs (`out_dir/<variant>`), report.html, summary.json and demo.json.
@@ -597,7 +598,8 @@ def _demo(out: str | os.PathLike, train: bool, variants: Sequence[str], task: st
     for run_dir in run_dirs:
         logger.info("demo: extracting %s codes (%s)", run_dir.name, ", ".join(positions))
         for where in positions:
-            extract_run(run_dir, n_samples=n_samples, positions=where, device=device, seed=seed, progress=progress)
+            extract_run(run_dir, n_samples=n_samples, positions=where, device=device, seed=seed, progress=progress,
+                        inputs="fixed_query" if task == "fuzzy_logic" else None)
     timings["extract"] = time.perf_counter() - tick
     tick = time.perf_counter()
     logger.info("demo: running the probes and writing the report")
