@@ -33,14 +33,14 @@ if "$WORK/env/bin/python" -c "import transformer_lens" 2>/dev/null; then
   echo "the rehearsal interpreter still imports transformer_lens" >&2; exit 1
 fi
 
-# 2. a tiny grid: 2 ensembles of 2 seeds, several calls' worth of steps at a budget of seconds
+# 2. a tiny grid: 2 ensembles of 2 seeds, more steps than one call of a few seconds trains
 GRID_TEXT='task: sraven
 preset: tiny
 out: gpu_runs/rehearsal
 variants: [softmax, hyla]
 seeds: [0, 1]
 model: {attn_dropout: 0.1}
-train: {steps: 300, warmup: 10, checkpoint_every: 100, eval_every: 100, log_every: 20}'
+train: {steps: 120, warmup: 10, checkpoint_every: 50, eval_every: 50, log_every: 10}'
 
 call() {  # a fresh copy of the tree, plus the carried paths, like the device tool
   local n=$1; shift
@@ -50,16 +50,19 @@ call() {  # a fresh copy of the tree, plus the carried paths, like the device to
   rm -f "$tree/runs"
   cp -r "$REPO/wheels" "$tree/wheels"
   printf '%s\n' "$GRID_TEXT" >"$tree/sweeps/rehearsal.yaml"
-  if [ "$n" -gt 1 ]; then mkdir -p "$tree/gpu_carry" && cp "$WORK/out$((n - 1))"/runs-*.tar.gz* "$tree/gpu_carry/"; fi
+  mkdir -p "$tree/gpu_carry"
+  if [ "$n" -gt 1 ] && ls "$WORK/out$((n - 1))"/runs-*.tar.gz* >/dev/null 2>&1; then
+    cp "$WORK/out$((n - 1))"/runs-*.tar.gz* "$tree/gpu_carry/"
+  fi
   (cd "$tree" && OUT=$WORK/out$n bash bench/gpu_runbook.sh --grid sweeps/rehearsal.yaml --jobs 2 --threads 1 \
     --python "$WORK/env/bin/python" --pip-args "--python-version 3.12" "$@")
 }
 
-call 1 --smoke --smoke-args "--device cpu --steps 4 --preset tiny" --budget 60 --reserve 5
+call 1 --gpu-tests --smoke --smoke-args "--device cpu --steps 4 --preset tiny" --budget 240 --reserve 5
 n=1
 while grep -q -E "stopped|pending|planned" "$WORK/out$n/runbook.log" && [ "$n" -lt 8 ]; do
   n=$((n + 1))
-  call "$n" --budget 40 --reserve 5
+  call "$n" --budget 60 --reserve 5
 done
 echo "== rehearsal: $n calls"
 

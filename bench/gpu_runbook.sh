@@ -13,7 +13,7 @@
 #   --gpu-tests        first run the ensemble tests that check dropout masks and members on CUDA (about a minute)
 #   --smoke-args "..." extra arguments of the smoke test (the CPU rehearsal passes --device cpu --steps 4 ...)
 #   --budget SECONDS   wall clock of the whole call, packing included (default: 540, i.e. 9 minutes)
-#   --reserve SECONDS  what is kept back for packing (default: 40)
+#   --reserve SECONDS  what is kept back for stopping and packing (default: 60)
 #   --threads N        torch CPU threads per process (default: the cores shared among the jobs)
 #   --carry DIR        archives of earlier calls to resume from (default: gpu_carry)
 #   --runs DIR         where run directories live during the call (default: gpu_runs)
@@ -24,7 +24,7 @@
 # (at most 8 files in all).
 set -euo pipefail
 
-GRID=sweeps/gpu_sraven_core.yaml JOBS=3 SMOKE=0 SMOKE_ONLY=0 SMOKE_ARGS="" BUDGET=540 RESERVE=40 THREADS="" TESTS=0
+GRID=sweeps/gpu_sraven_core.yaml JOBS=3 SMOKE=0 SMOKE_ONLY=0 SMOKE_ARGS="" BUDGET=540 RESERVE=60 THREADS="" TESTS=0
 CARRY=gpu_carry RUNS=gpu_runs WHEELS=wheels PY=python3 PIP_ARGS=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -91,8 +91,8 @@ if [ "$SMOKE_ONLY" = 0 ]; then
       ${THREADS:+--threads "$THREADS"} || status=$?
   else
     echo "== no time left to train (${LEFT} s)"
+    "$PY" -m latentcode -q sweep "$GRID" --dry-run || true
   fi
-  "$PY" -m latentcode -q sweep "$GRID" --dry-run || true
 fi
 
 # 5. everything back: logs and every run directory (weights, optimizer state, metrics)
