@@ -201,7 +201,8 @@ def _add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("run", metavar="RUN", type=Path, help="run directory")
     parser.add_argument("--splits", nargs="+", default=["test", "ood"], help="splits (default: test ood)")
-    parser.add_argument("--samples", type=int, help="instances per split (default: the run's eval_samples)")
+    parser.add_argument("--n-samples", "--samples", dest="samples", type=int, metavar="N",
+                        help="instances per split (default: the run's eval_samples; --samples is the old spelling)")
     parser.add_argument("--device", default="cpu", help="device for the model (default: cpu)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser
@@ -218,7 +219,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     cfg = run.config.train
     n_samples = args.samples or cfg.eval_samples
     if n_samples <= 0:
-        raise ValueError(f"--samples={n_samples} must be positive")
+        raise ValueError(f"--n-samples={n_samples} must be positive")
     results = evaluate(run.model, run.task, splits=tuple(args.splits), n_samples=n_samples, seed=cfg.seed)
     live = value_live_fraction(run.model, live_fraction_inputs(run.task, cfg.seed, run.model.device))
     if args.json:

@@ -221,7 +221,7 @@ def test_eval_prints_the_metrics_of_the_final_evaluation(trained, capsys):
     final = {r["split"]: r for r in load_run(trained).metrics if r["split"] != "train"}
     for split in ("test", "ood"):
         assert results[split]["r2"] == pytest.approx(final[split]["r2"], rel=1e-6)
-    code, out, _ = run_cli(capsys, "eval", str(trained), "--splits", "novel_terms", "--samples", "32")
+    code, out, _ = run_cli(capsys, "eval", str(trained), "--splits", "novel_terms", "--n-samples", "32")
     assert code == 0 and "novel_terms" in out
 
 
