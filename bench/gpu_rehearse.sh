@@ -40,7 +40,7 @@ out: gpu_runs/rehearsal
 variants: [softmax, hyla]
 seeds: [0, 1]
 model: {attn_dropout: 0.1}
-train: {steps: 120, warmup: 10, checkpoint_every: 50, eval_every: 50, log_every: 10}'
+train: {steps: 60, warmup: 5, checkpoint_every: 25, eval_every: 25, log_every: 5}'
 
 call() {  # a fresh copy of the tree, plus the carried paths, like the device tool
   local n=$1; shift
@@ -62,7 +62,7 @@ call 1 --gpu-tests --smoke --smoke-args "--device cpu --steps 4 --preset tiny" -
 n=1
 while grep -q -E "stopped|pending|planned" "$WORK/out$n/runbook.log" && [ "$n" -lt 8 ]; do
   n=$((n + 1))
-  call "$n" --budget 60 --reserve 5
+  call "$n" --budget 150 --reserve 5
 done
 echo "== rehearsal: $n calls"
 
