@@ -35,6 +35,7 @@ from latentcode.build import (  # noqa: F401 (build_* and parse_value were publi
 from latentcode.checkpoint import Run, load_run
 from latentcode.config import VARIANTS, ModelConfig, TrainConfig
 from latentcode.constants import CONFIG_FILE
+from latentcode.diagnostics import LIVE_KEY, format_live_fraction
 from latentcode.model import Transformer
 from latentcode.tasks import TASKS
 from latentcode.train import NonFiniteLossError, evaluate, train
@@ -66,7 +67,7 @@ def _final_metrics(run: Run) -> dict[str, dict[str, float]]:
     for split in ("test", "ood"):
         record = run.eval_metrics(split)
         if record is not None:
-            results[split] = {k: v for k, v in record.items() if k not in ("step", "split")}
+            results[split] = {k: v for k, v in record.items() if k not in ("step", "split", LIVE_KEY)}
     return results
 
 
@@ -179,6 +180,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
         results = _final_metrics(run)
         if results:
             print(_metrics_table(results))
+        live = (run.eval_metrics("ood") or {}).get(LIVE_KEY)
+        if live and any(f is not None for f in live):
+            print(f"value network live fraction: {format_live_fraction(live)}")
     return 0
 
 
@@ -209,7 +213,7 @@ def _add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from latentcode.diagnostics import LIVE_KEY, format_live_fraction, value_live_fraction
+    from latentcode.diagnostics import value_live_fraction
     from latentcode.train import LIVE_SAMPLES, live_fraction_inputs, resolve_device
 
     run = load_run(args.run, device=resolve_device(args.device))

@@ -62,3 +62,17 @@ def test_training_records_live_fraction_in_the_ood_evaluation(tmp_path):
     inputs = live_fraction_inputs(task, run.config.train.seed)
     assert ood[LIVE_KEY] == pytest.approx(value_live_fraction(run.model, inputs), abs=1e-12)
     assert "test" in {m["split"] for m in run.metrics} and LIVE_KEY not in run.eval_metrics("test")
+
+
+def test_train_and_eval_commands_print_the_live_fraction(tmp_path, capsys):
+    from latentcode.cli import main
+
+    out = tmp_path / "run"
+    assert main(["train", "fuzzy_logic", "--model", "hyla", "--preset", "tiny", "--out", str(out), "--task.seq_len=8",
+                 "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "value network live fraction: L0 " in printed and "[" not in printed  # no raw list in the table
+    assert main(["eval", str(out), "--splits", "ood"]) == 0
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("value network live fraction")][0]
+    fractions = lc.load_run(out).eval_metrics("ood")[LIVE_KEY]
+    assert line.endswith(format_live_fraction(fractions))
