@@ -2,13 +2,12 @@
 
 `train()` knows nothing about attention: it needs a `ModelConfig`, a task (batches, loss, metrics) and a
 `TrainConfig`, and one step returns a `StepOutput`. It runs in one process, or under `torchrun` as DDP (one
-model, the global batch split across processes). The run-directory format lives in `checkpoint.py`, the command
-line in `cli.py`.
+model, the global batch split across processes). Evaluation lives in `evaluate.py`, the run-directory format in
+`checkpoint.py`, the command line in `cli.py`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import math
@@ -16,7 +15,6 @@ import os
 import signal
 import threading
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,17 +49,22 @@ from latentcode.config import ModelConfig, TrainConfig
 from latentcode.constants import CONFIG_FILE, MODEL_FILE
 from latentcode.diagnostics import LIVE_KEY, format_live_fraction, value_live_fraction
 from latentcode.distributed import DistInfo
+from latentcode.evaluate import (  # noqa: F401 (evaluation moved to evaluate.py; importable here as before)
+    EVAL_CHUNK,
+    EVAL_SPLITS,
+    LIVE_SAMPLES,
+    _autocast,
+    _evaluate,
+    eval_seed,
+    eval_sets,
+    evaluate,
+    live_fraction_inputs,
+)
 from latentcode.model import Transformer
 from latentcode.tasks.base import Batch, Task
 
 logger = logging.getLogger(__name__)
 
-EVAL_SPLITS = ("test", "ood")
-"""Splits evaluated during training."""
-EVAL_CHUNK = 1024
-LIVE_SAMPLES = 1024
-"""Held-out instances behind a run's value-network live fraction (`latentcode.diagnostics`)."""
-"""Instances per forward pass during evaluation."""
 _RESUME_IGNORES = ("device", "compile")
 """TrainConfig fields that may change when a run is resumed (they do not change the numbers on CPU)."""
 _RESUME_KEEPS = ("autocast",)
@@ -180,12 +183,6 @@ def step_seeds(seed: int, rank: int, step: int) -> tuple[int, int]:
     return (int(words[0]) << 31) ^ int(words[1]), (int(words[2]) << 31) ^ int(words[3])
 
 
-def eval_seed(seed: int, split: str) -> int:
-    """Seed of the fixed evaluation set of `split` for a training seed."""
-    words = np.random.SeedSequence([seed, 0xE7A1, zlib.crc32(split.encode())]).generate_state(2, np.uint32)
-    return (int(words[0]) << 31) ^ int(words[1])
-
-
 def make_train_step(
     model: nn.Module, task: Task, optimizer: torch.optim.Optimizer, cfg: TrainConfig, device: torch.device
 ) -> Callable[[Batch, float], StepOutput]:
@@ -228,78 +225,6 @@ def allow_tf32(device: torch.device) -> None:
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-
-
-def _autocast(device: torch.device, enabled: bool) -> Callable[[], contextlib.AbstractContextManager]:
-    if enabled and device.type == "cuda":
-        return lambda: torch.autocast("cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext
-
-
-# ------------------------------------------------------------------------------------------------ evaluation
-def eval_sets(
-    task: Task, n_samples: int, seed: int, device: torch.device, splits: tuple[str, ...] = EVAL_SPLITS
-) -> dict[str, Batch]:
-    """The fixed evaluation batch of each split (the same instances at every evaluation of a run)."""
-    return {split: task.sample(n_samples, split, seed=eval_seed(seed, split), device=device) for split in splits}
-
-
-@torch.no_grad()
-def _evaluate(
-    model: nn.Module, task: Task, sets: dict[str, Batch], *, autocast: bool = False
-) -> dict[str, dict[str, float]]:
-    """Loss and task metrics per split, in eval mode, forward passes of `EVAL_CHUNK` instances."""
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    context = _autocast(device, autocast)
-    results = {}
-    try:
-        for split, batch in sets.items():
-            chunks = []
-            for start in range(0, len(batch), EVAL_CHUNK):
-                with context():
-                    chunks.append(model(batch.x[start : start + EVAL_CHUNK]).float())
-            outputs = torch.cat(chunks)
-            metrics = {k: float(v) for k, v in task.metrics(outputs, batch).items()}
-            if "loss" not in metrics:
-                metrics["loss"] = float(task.loss(outputs, batch))
-            results[split] = {"loss": metrics.pop("loss"), **metrics}
-    finally:
-        model.train(was_training)
-    return results
-
-
-def live_fraction_inputs(task: Task, seed: int, device: torch.device | str = "cpu") -> Tensor:
-    """The fixed batch on which a run's value-network live fraction is measured: `LIVE_SAMPLES` held-out (`ood`)
-    instances drawn with the evaluation seed of the training seed, so training and `latentcode eval` agree."""
-    return task.sample(LIVE_SAMPLES, "ood", seed=eval_seed(seed, "ood"), device=device).x
-
-
-def evaluate(
-    model: nn.Module,
-    task: Task,
-    *,
-    splits: tuple[str, ...] = EVAL_SPLITS,
-    n_samples: int = 4096,
-    seed: int = 0,
-    autocast: bool = False,
-) -> dict[str, dict[str, float]]:
-    """Evaluate a model on fixed samples of the task's splits, with the sets training uses for the same seed.
-
-    Args:
-        model: the model (evaluated in eval mode, without gradients, on its own device).
-        task: the task (with the splits the model was trained on).
-        splits: splits to evaluate.
-        n_samples: instances per split.
-        seed: the training seed (`TrainConfig.seed`): the same sets as the run's evaluations.
-        autocast: bf16 autocast on CUDA.
-
-    Returns:
-        {split: {"loss": ..., <task metrics>}}.
-    """
-    device = next(model.parameters()).device
-    return _evaluate(model, task, eval_sets(task, n_samples, seed, device, splits), autocast=autocast)
 
 
 # ------------------------------------------------------------------------------------------------------ loop
