@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -112,3 +114,25 @@ def test_table_command_errors(tmp_path, capsys):
     assert "exactly one" in capsys.readouterr().err
     assert main(["table", str(tmp_path)]) == 2
     assert "config.json" in capsys.readouterr().err
+
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results" / "table_a1_fuzzy_logic.csv"
+TABLE_START = "<!-- table: results/table_a1_fuzzy_logic.csv (latentcode table --from results/table_a1_fuzzy_logic.csv) -->"
+
+
+@pytest.mark.skipif(not RESULTS.is_file(), reason="no committed results file (not a clone)")
+def test_the_reproduction_page_shows_the_table_generated_from_the_committed_results():
+    page = (ROOT / "docs" / "reproduction.md").read_text()
+    assert TABLE_START in page, "docs/reproduction.md lost its generated-table marker"
+    shown = page.split(TABLE_START)[1].split("<!-- /table -->")[0].strip()
+    assert shown == markdown_table(summarize(read_results_csv(RESULTS)))
+    # the same numbers, recomputed from the CSV with the csv module and numpy alone
+    with RESULTS.open(newline="") as f:
+        records = [r for r in csv.DictReader(f) if r["split"] == "ood" and int(r["step"]) >= int(r["steps"])]
+    for variant in {r["variant"] for r in records}:
+        values = 100 * np.array([float(r["value"]) for r in records if r["variant"] == variant])
+        (line,) = [line for line in shown.splitlines() if f"| {variant} |" in line]
+        mean = f"{values.mean():.2f}"
+        assert (f"| {mean} ± {values.std(ddof=1) / np.sqrt(len(values)):.2f} |" if len(values) > 1
+                else f"| {mean} |") in line
