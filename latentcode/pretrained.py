@@ -20,6 +20,7 @@ import torch
 
 from latentcode.checkpoint import Run, atomic_write_json, load_run
 from latentcode.constants import CONFIG_FILE, SHIPPED_FILE
+from latentcode.rundir import is_shipped
 
 __all__ = [
     "CHECKPOINTS_ENV",
@@ -96,12 +97,6 @@ def load_pretrained(name: str, device: str | torch.device = "cpu") -> Run:
         FileNotFoundError: no checkpoints folder (see `checkpoints_dir`).
     """
     return load_run(pretrained_path(name), device=device)
-
-
-def is_shipped(path: str | os.PathLike) -> bool:
-    """Whether `path` is a shipped checkpoint (it holds `shipped.json`) or lies inside one."""
-    path = Path(path).resolve()
-    return any((p / SHIPPED_FILE).is_file() for p in (path, *path.parents))
 
 
 def require_writable_run(path: str | os.PathLike, what: str = "write into") -> None:

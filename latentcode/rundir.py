@@ -28,6 +28,7 @@ from latentcode.constants import (
     POSITIONS_NAMES,
     REPORT_FILE,
     RUN_KIND,
+    SHIPPED_FILE,
     SUMMARY_FILE,
     TRAIN_STATE_FILE,
     TRAIN_STATE_META_FILE,
@@ -128,13 +129,15 @@ def _legacy_outputs() -> list[str]:
 
 
 def is_shipped(path: str | os.PathLike) -> bool:
-    """True for a checkpoint shipped with latentcode (a `checkpoints/` folder of the source tree, or
-    `$LATENTCODE_CHECKPOINTS`, or any folder holding the `shipped.json` marker): never modified."""
+    """True for a checkpoint shipped with latentcode, or anything inside one: the `checkpoints/` folder of the
+    source tree, `$LATENTCODE_CHECKPOINTS`, or a folder holding (or inside one holding) the `shipped.json` marker.
+    latentcode never modifies these."""
     path = Path(path).resolve()
     roots = [Path(__file__).resolve().parents[1] / "checkpoints"]
     if os.environ.get("LATENTCODE_CHECKPOINTS"):
         roots.append(Path(os.environ["LATENTCODE_CHECKPOINTS"]).resolve())
-    return (path / "shipped.json").exists() or any(path == root or root in path.parents for root in roots)
+    marked = any((folder / SHIPPED_FILE).exists() for folder in (path, *path.parents))
+    return marked or any(path == root or root in path.parents for root in roots)
 
 
 def is_run_dir(path: str | os.PathLike) -> bool:
