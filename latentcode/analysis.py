@@ -302,6 +302,19 @@ def figures_run(
     return written
 
 
+LIVE_SUMMARY = "value network live"
+"""Summary key of the value-network live fraction (`latentcode.diagnostics`) in reports."""
+
+
+def _measure_live_fraction(run_dir: Path, config: RunConfig) -> list[float | None]:
+    """The live fraction of a run whose metrics do not record it, on the batch training would have used."""
+    from latentcode.diagnostics import value_live_fraction
+    from latentcode.train import live_fraction_inputs
+
+    run = load_run(run_dir)
+    return value_live_fraction(run.model, live_fraction_inputs(run.task, config.train.seed))
+
+
 def run_summary(run_dir: str | os.PathLike) -> dict[str, Any]:
     """Final metrics of a run from its metrics.jsonl: `step`, and `test_<metric>`/`ood_<metric>` (acc or r2)."""
     config = _run_config(run_dir)
@@ -313,7 +326,7 @@ def run_summary(run_dir: str | os.PathLike) -> dict[str, Any]:
             summary[f"{split}_{metric}"] = record[metric]
             summary["step"] = record.get("step")
         if split == "ood" and LIVE_KEY in record:
-            summary["value network live"] = format_live_fraction(record[LIVE_KEY])
+            summary[LIVE_SUMMARY] = format_live_fraction(record[LIVE_KEY])
     return summary
 
 
@@ -369,7 +382,10 @@ def report_runs(
         except FileNotFoundError:
             logger.warning("%s has no %s codes yet; run `latentcode extract %s`", path, positions, path)
             codes = None
-        inputs.append(RunInput(name=name, codes=codes, metrics=read_metrics(path), summary=run_summary(path),
+        summary = run_summary(path)
+        if LIVE_SUMMARY not in summary and config.model.value_net == "mlp":  # a run trained before the diagnostic
+            summary[LIVE_SUMMARY] = format_live_fraction(_measure_live_fraction(path, config))
+        inputs.append(RunInput(name=name, codes=codes, metrics=read_metrics(path), summary=summary,
                                variant=config.model.variant))
     if all(run.codes is None for run in inputs):
         raise FileNotFoundError(

@@ -136,3 +136,19 @@ def test_shipped_checkpoint_reproduces_its_recorded_metric(name, monkeypatch):
     metric = evaluation["metric"]
     assert results["ood"][metric] == pytest.approx(evaluation["results"]["ood"][metric], abs=1e-4)
     assert (run.path / "model.safetensors").stat().st_size < 1_000_000
+
+
+def test_the_report_measures_the_live_fraction_of_a_run_trained_before_the_diagnostic(tiny_run, tmp_path):
+    from latentcode.analysis import report_runs
+    from latentcode.diagnostics import LIVE_KEY, format_live_fraction
+
+    old = tmp_path / "old-run"
+    tiny_run.save(old)  # as shipped runs of the first release: metrics without the live fraction
+    lines = [json.loads(line) for line in (old / "metrics.jsonl").read_text().splitlines()]
+    (old / "metrics.jsonl").write_text("".join(json.dumps({k: v for k, v in r.items() if k != LIVE_KEY}) + "\n"
+                                               for r in lines))
+    extract_run(old, n_samples=32)
+    report = report_runs([old], tmp_path / "report", embed_method="pca")
+    summary = json.loads((report.parent / "summary.json").read_text())["runs"]
+    recorded = tiny_run.eval_metrics("ood")[LIVE_KEY]  # what training measured on the same batch
+    assert summary[next(iter(summary))]["summary"]["value network live"] == format_live_fraction(recorded)
