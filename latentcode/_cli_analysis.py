@@ -8,19 +8,15 @@ to print as one `error: ...` line with exit code 2. Nothing here computes anythi
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from latentcode._cli_util import _subparser
+from latentcode._cli_util import _echo, _subparser
 from latentcode.extract import POSITIONS
 
 __all__ = ["COMMANDS"]
 
-
-def _echo(text: str = "") -> None:
-    sys.stdout.write(text + "\n")
 
 
 def _csv(text: str) -> list[str]:

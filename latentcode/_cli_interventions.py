@@ -7,16 +7,11 @@ Each prints the experiment's table and writes `<name>.csv`, `<name>.json` and `<
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from latentcode._cli_util import _subparser
-
-
-def _echo(text: str = "") -> None:
-    sys.stdout.write(text + "\n")
+from latentcode._cli_util import _echo, _subparser
 
 
 def _layers(text: str) -> list[int]:

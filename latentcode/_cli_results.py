@@ -8,18 +8,14 @@ is a call into `latentcode.results` or `latentcode.pretrained`.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from latentcode._cli_util import _subparser
+from latentcode._cli_util import _echo, _subparser
 
 __all__ = ["COMMANDS"]
 
-
-def _echo(text: str = "") -> None:
-    sys.stdout.write(text + "\n")
 
 
 def _add_table_parser(subparsers: Any) -> argparse.ArgumentParser:

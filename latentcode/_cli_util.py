@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import textwrap
 from typing import Any
 
@@ -28,3 +29,8 @@ def _subparser(subparsers: Any, name: str, *, help: str, description: str, examp
 
 def _field_names(cls: type) -> str:
     return ", ".join(f.name for f in dataclasses.fields(cls))
+
+
+def _echo(text: str = "") -> None:
+    """Print a line of command output to stdout (the library itself never prints)."""
+    sys.stdout.write(text + "\n")
