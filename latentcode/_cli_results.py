@@ -36,6 +36,9 @@ def _add_table_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--split", default="ood", help="split of the table (default: ood)")
     parser.add_argument("--include-unfinished", action="store_true",
                         help="also count runs that have not reached their last step (marked by their step count)")
+    parser.add_argument("--per-seed", action="store_true",
+                        help="print one line per run (metric and value network live fraction per layer) instead "
+                        "of the mean ± s.e. per variant")
     return parser
 
 
@@ -44,6 +47,7 @@ def _cmd_table(args: argparse.Namespace) -> int:
         collect_results,
         markdown_table,
         read_results_csv,
+        seed_table,
         summarize,
         write_results_csv,
     )
@@ -58,6 +62,13 @@ def _cmd_table(args: argparse.Namespace) -> int:
     unfinished = sorted({r.run or f"{r.variant} seed {r.seed}" for r in rows if not r.finished})
     if unfinished and not args.include_unfinished:
         _echo(f"left out (unfinished): {', '.join(unfinished)}")
+    if args.per_seed:
+        table = seed_table(rows, split=args.split, finished_only=not args.include_unfinished)
+        if table.count("\n") < 2:
+            raise ValueError(f"no finished run has a {args.split!r} evaluation; pass --include-unfinished to see "
+                             "the partial numbers")
+        _echo(table)
+        return 0
     summaries = summarize(rows, split=args.split, finished_only=not args.include_unfinished)
     if not summaries:
         raise ValueError(f"no finished run has a {args.split!r} evaluation; pass --include-unfinished to see the "

@@ -213,8 +213,8 @@ def _add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from latentcode.diagnostics import value_live_fraction
-    from latentcode.train import LIVE_SAMPLES, live_fraction_inputs, resolve_device
+    from latentcode.diagnostics import run_value_live_fraction
+    from latentcode.train import LIVE_SAMPLES, resolve_device
 
     run = load_run(args.run, device=resolve_device(args.device))
     bad = [s for s in args.splits if s not in run.task.splits]
@@ -225,7 +225,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     if n_samples <= 0:
         raise ValueError(f"--n-samples={n_samples} must be positive")
     results = evaluate(run.model, run.task, splits=tuple(args.splits), n_samples=n_samples, seed=cfg.seed)
-    live = value_live_fraction(run.model, live_fraction_inputs(run.task, cfg.seed, run.model.device))
+    live = run_value_live_fraction(run)
     if args.json:
         print(json.dumps({"run": str(run.path), "step": run.step, "results": results, LIVE_KEY: live}, indent=2))
     else:

@@ -11,7 +11,13 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-__all__ = ["DEAD_REGION_ACTIVATIONS", "LIVE_KEY", "format_live_fraction", "value_live_fraction"]
+__all__ = [
+    "DEAD_REGION_ACTIVATIONS",
+    "LIVE_KEY",
+    "format_live_fraction",
+    "run_value_live_fraction",
+    "value_live_fraction",
+]
 
 DEAD_REGION_ACTIVATIONS = ("relu",)
 """Value-network activations whose output is exactly zero on a whole region (the only ones that can die)."""
@@ -80,6 +86,21 @@ def value_live_fraction(model: nn.Module, x: Tensor) -> list[float | None]:
     finally:
         model.train(was_training)
     return [live[i] / total[i] if ok and total[i] else None for i, ok in enumerate(applicable)]
+
+
+def run_value_live_fraction(run: Any) -> list[float | None]:
+    """`value_live_fraction` of a loaded run's model on the batch its training records it on.
+
+    That batch is `latentcode.evaluate.live_fraction_inputs` of the run's task and training seed, so the value
+    equals the run's last recorded one when the model is at that evaluation's step. Use it for runs whose
+    metrics predate the diagnostic.
+
+    Args:
+        run: a `latentcode.Run` (from `latentcode.load_run`).
+    """
+    from latentcode.evaluate import live_fraction_inputs
+
+    return value_live_fraction(run.model, live_fraction_inputs(run.task, run.config.train.seed, run.model.device))
 
 
 def format_live_fraction(fractions: list[float | None] | None) -> str:

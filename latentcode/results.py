@@ -1,7 +1,8 @@
 """Result tables from run directories: collect each run's final evaluation into per-seed rows (a small CSV that
 gets committed), and summarize the rows per variant as mean ± standard error beside the paper's Table A1. The
-documentation's tables are generated from the committed CSV by `latentcode table --from FILE`; nothing here
-trains or evaluates a model.
+documentation's tables are generated from the committed CSV by `latentcode table --from FILE`. Nothing here
+trains or evaluates a model; the one measurement is the value-network live fraction of a run whose metrics
+predate that diagnostic (`latentcode.diagnostics`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from latentcode.checkpoint import RunConfig, read_metrics
-from latentcode.diagnostics import LIVE_KEY
+from latentcode.config import VARIANTS, ModelConfig
+from latentcode.diagnostics import (
+    DEAD_REGION_ACTIVATIONS,
+    LIVE_KEY,
+    format_live_fraction,
+    run_value_live_fraction,
+)
 
 __all__ = [
     "PAPER_TABLE_A1",
@@ -23,7 +30,9 @@ __all__ = [
     "collect_results",
     "markdown_table",
     "read_results_csv",
+    "seed_table",
     "summarize",
+    "variant_label",
     "write_results_csv",
 ]
 
@@ -106,6 +115,34 @@ def _live_cell(fractions: Sequence[float | None] | None) -> str:
     return ";".join("" if f is None else f"{f:.4f}" for f in fractions)
 
 
+def variant_label(model: ModelConfig) -> str:
+    """The variant's name, plus every field its `VARIANTS` entry fixes that the run overrode.
+
+    A HYLA run trained with `--model.value_act=silu` is labelled `hyla (value_act=silu)`, so that its row is
+    neither averaged with nor compared to the paper's HYLA (relu) row.
+
+    >>> from latentcode.config import model_config
+    >>> variant_label(model_config("fuzzy_logic", "hyla", "tiny", value_act="silu"))
+    'hyla (value_act=silu)'
+    >>> variant_label(model_config("fuzzy_logic", "softmax", "tiny", value_act="silu"))  # ignored by linear values
+    'softmax'
+    """
+    fixed = VARIANTS.get(model.variant)
+    if fixed is None:
+        return model.variant
+    changed = [f"{name}={getattr(model, name)}" for name, value in fixed.items() if getattr(model, name) != value]
+    return f"{model.variant} ({', '.join(changed)})" if changed else model.variant
+
+
+def _measured_live_fraction(path: Path, step: int) -> list[float | None] | None:
+    """The live fraction of a run trained before the diagnostic, measured on its checkpoint when that is the
+    model of its last evaluation (else None: unknown)."""
+    from latentcode.checkpoint import load_run
+
+    run = load_run(path)
+    return run_value_live_fraction(run) if run.step == step else None
+
+
 def collect_results(run_dirs: Iterable[str | os.PathLike], splits: Sequence[str] = ("test", "ood")) -> list[ResultRow]:
     """The last evaluation of each run directory on each split, as rows.
 
@@ -127,11 +164,15 @@ def collect_results(run_dirs: Iterable[str | os.PathLike], splits: Sequence[str]
                     f"evaluation (every {config.train.eval_every} steps) or leave it out"
                 )
             last = found[-1]
+            live = last.get(LIVE_KEY)
+            if live is None and split == "ood" and config.model.value_act in DEAD_REGION_ACTIVATIONS \
+                    and config.model.value_net == "mlp":
+                live = _measured_live_fraction(path, int(last["step"]))
             rows.append(ResultRow(
-                task=config.task.name, variant=config.model.variant, seed=config.train.seed, split=split,
+                task=config.task.name, variant=variant_label(config.model), seed=config.train.seed, split=split,
                 metric=metric, value=float(last[metric]), step=int(last["step"]), steps=config.train.steps,
                 lr=config.train.lr, weight_decay=config.train.weight_decay,
-                live_fraction=_live_cell(last.get(LIVE_KEY)), run=path.name,
+                live_fraction=_live_cell(live), run=path.name,
             ))
     return rows
 
@@ -220,4 +261,28 @@ def markdown_table(summaries: Sequence[VariantSummary]) -> str:
         diff = "–" if s.paper is None else f"{s.mean - s.paper[0]:+.2f}"
         seeds = ", ".join(str(x) for x in s.seeds)
         lines.append(f"| {s.task} | {s.variant} | {seeds} | {_pm(s.mean, s.sem)} | {paper} | {diff} |")
+    return "\n".join(lines)
+
+
+def _live_text(cell: str) -> str:
+    if not cell:
+        return "n/a"
+    return format_live_fraction([float(text) if text else None for text in cell.split(";")]).replace("  ", ", ")
+
+
+def seed_table(rows: Sequence[ResultRow], *, split: str = "ood", finished_only: bool = True,
+               scale: float = 100.0) -> str:
+    """A Markdown table with one line per run: variant, seed, the metric ×`scale` and the per-layer live fraction
+    of the generated value network (`n/a` for linear value networks; "dead" marks a layer at 0%).
+
+    Lines follow the summary's variant order, then seed.
+    """
+    order = {name: i for i, name in enumerate(next(iter(PAPER_TABLE_A1.values())))}
+    chosen = [r for r in rows if r.split == split and (r.finished or not finished_only)]
+    chosen.sort(key=lambda r: (r.task, order.get(r.variant, 99), r.variant, r.seed))
+    lines = ["| task | variant | seed | ours | value network live | run |", "|---|---|---|---|---|---|"]
+    for r in chosen:
+        steps = "" if r.finished else f" (step {r.step} of {r.steps})"
+        lines.append(f"| {r.task} | {r.variant} | {r.seed} | {scale * r.value:.2f}{steps} | "
+                     f"{_live_text(r.live_fraction)} | {r.run} |")
     return "\n".join(lines)

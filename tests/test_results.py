@@ -19,7 +19,9 @@ from latentcode.results import (
     collect_results,
     markdown_table,
     read_results_csv,
+    seed_table,
     summarize,
+    variant_label,
     write_results_csv,
 )
 
@@ -116,9 +118,69 @@ def test_table_command_errors(tmp_path, capsys):
     assert "config.json" in capsys.readouterr().err
 
 
+def test_a_run_that_overrides_its_variants_nonlinearity_is_its_own_row():
+    assert variant_label(lc.model_config("fuzzy_logic", "hyla", "tiny", value_act="silu")) == "hyla (value_act=silu)"
+    assert variant_label(lc.model_config("fuzzy_logic", "hyla", "tiny", n_layers=3)) == "hyla"  # shape, not variant
+    rows = [_row("hyla", 0, 0.8), _row("hyla (value_act=silu)", 0, 0.6)]
+    by_variant = {s.variant: s for s in summarize(rows)}
+    assert by_variant["hyla"].mean == pytest.approx(80.0) and by_variant["hyla"].paper == PAPER_TABLE_A1[
+        "fuzzy_logic"]["hyla"]
+    assert by_variant["hyla (value_act=silu)"].mean == pytest.approx(60.0)
+    assert by_variant["hyla (value_act=silu)"].paper is None
+
+
+def test_a_run_recorded_before_the_live_diagnostic_gets_it_measured(tiny_runs, tmp_path):
+    import shutil
+
+    run = tiny_runs[0]
+    old = tmp_path / run.path.name
+    shutil.copytree(run.path, old)
+    records = [json.loads(line) for line in (old / "metrics.jsonl").read_text().splitlines()]
+    recorded = [r for r in records if r["split"] == "ood"][-1]["value_live_fraction"]
+    for record in records:
+        record.pop("value_live_fraction", None)
+    (old / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (row,) = [r for r in collect_results([old]) if r.split == "ood"]
+    assert row.live_fraction == ";".join(f"{f:.4f}" for f in recorded)
+
+
+def test_per_seed_table_shows_each_run_with_its_live_fraction():
+    rows = [
+        dataclasses.replace(_row("hyla", 1, 0.71234), live_fraction="0.0000;0.3518"),
+        _row("softmax", 0, 0.6),
+        dataclasses.replace(_row("hyla", 0, 0.9, step=5), live_fraction="0.1000;0.2000"),
+    ]
+    lines = seed_table(rows).splitlines()
+    assert len(lines) == 4  # header, rule, and the two finished runs: softmax first (paper order), then hyla
+    assert lines[2].startswith("| fuzzy_logic | softmax | 0 | 60.00 | n/a |")
+    assert "| hyla | 1 | 71.23 | L0 0.00% (dead), L1 35.18% | hyla-s1 |" in lines[3]
+    with_unfinished = seed_table(rows, finished_only=False)
+    assert "| hyla | 0 | 90.00 (step 5 of 10) | L0 10.00%, L1 20.00% |" in with_unfinished
+
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results" / "table_a1_fuzzy_logic.csv"
 TABLE_START = "<!-- table: results/table_a1_fuzzy_logic.csv (latentcode table --from results/table_a1_fuzzy_logic.csv) -->"
+
+
+def _gen_tables():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_tables", ROOT / "docs" / "gen_tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(not RESULTS.is_file(), reason="no committed results file (not a clone)")
+def test_every_generated_table_in_the_docs_is_its_commands_output():
+    gen = _gen_tables()
+    page = (ROOT / "docs" / "reproduction.md").read_text()
+    commands = [m["command"] for m in gen.BLOCK.finditer(page)]
+    assert any("--per-seed" in c for c in commands) and any("--per-seed" not in c for c in commands), \
+        "docs/reproduction.md lost its generated tables (mean ± s.e. and per seed)"
+    for path in (ROOT / "docs").glob("*.md"):
+        assert gen.render(path.read_text()) == path.read_text(), f"{path.name} is stale: run python docs/gen_tables.py"
 
 
 @pytest.mark.skipif(not RESULTS.is_file(), reason="no committed results file (not a clone)")
