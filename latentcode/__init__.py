@@ -6,7 +6,7 @@ module re-exports the public API; nothing else needs importing from private modu
 """
 
 from latentcode._version import __version__
-from latentcode.analysis import decode_run, demo, extract_run, figures_run, load_codes, report_runs
+from latentcode.analysis import decode_run, extract_run, figures_run, load_codes, report_runs
 from latentcode.checkpoint import CheckpointError, Run, load_run
 from latentcode.config import (
     MODEL_PRESETS,
@@ -17,6 +17,7 @@ from latentcode.config import (
     model_config,
     train_config,
 )
+from latentcode.demo import demo
 from latentcode.diagnostics import value_live_fraction
 from latentcode.ensemble import can_ensemble, train_ensemble
 from latentcode.experiments import (

@@ -185,7 +185,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 # -------------------------------------------------------------------------------------------------------- demo
 def _add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from latentcode.analysis import DEMO_SETTINGS
+    from latentcode.demo import DEMO_SETTINGS
 
     parser = _subparser(
         subparsers,
@@ -228,7 +228,7 @@ def _add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from latentcode.analysis import demo
+    from latentcode.demo import demo
 
     if args.steps <= 0 or args.n_samples <= 0:
         raise ValueError(f"--steps={args.steps} and --n-samples={args.n_samples} must be positive integers")
