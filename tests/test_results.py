@@ -198,3 +198,24 @@ def test_the_reproduction_page_shows_the_table_generated_from_the_committed_resu
         mean = f"{values.mean():.2f}"
         assert (f"| {mean} ± {values.std(ddof=1) / np.sqrt(len(values)):.2f} |" if len(values) > 1
                 else f"| {mean} |") in line
+
+
+FIG2B_HEADER = "| variant | layer 0 | layer 1 | all layers | input-only control |"
+
+
+@pytest.mark.skipif(not (ROOT / "results" / "fig2b").is_dir(), reason="no committed decodings (not a clone)")
+def test_the_fig2b_table_in_the_docs_matches_the_committed_decodings():
+    page = (ROOT / "docs" / "reproduction.md").read_text()
+    assert FIG2B_HEADER in page, "docs/reproduction.md lost its Fig. 2B table"
+    lines = page.split(FIG2B_HEADER)[1].strip().splitlines()[1:]
+    table = lines[: next(i for i, line in enumerate(lines) if not line.startswith("|"))]
+    rows = [line.strip("|").split("|") for line in table]
+    assert len(rows) >= 4
+    for variant, *cells in rows:
+        name = variant.strip().replace(", seed ", "-s")
+        decoding = json.loads((ROOT / "results" / "fig2b" / f"fuzzy_logic-{name}.decode.json").read_text())
+        # mean F1 over the decodable terms on held-out pairs, per layer (0, 1, all), then the input-only control
+        with np.errstate(all="ignore"):
+            expected = [np.nanmean(np.array(f1, dtype=float)) for f1 in decoding["terms"]["f1"]["ood"]]
+        expected.append(decoding["terms"]["input_only_f1"]["ood"])
+        assert [c.strip() for c in cells] == [f"{value:.3f}" for value in expected], variant
