@@ -232,3 +232,22 @@ def test_a_group_resumes_together_and_a_split_group_is_refused(tmp_path):
     message = results[0].log.read_text()
     assert "different steps (fuzzy_logic-hyla-s0: 1, fuzzy_logic-hyla-s1: 0)" in message
     assert "without --ensemble" in message
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "sweeps").glob("*.yaml")),
+                         ids=lambda p: p.name)
+def test_every_committed_sweep_file_builds_what_it_says(path):
+    data = yaml.safe_load(path.read_text())
+    points = expand_grid(load_grid(path), validate=True)
+    assert len(points) == len(data["variants"]) * len(data["seeds"]) * len(data.get("frac_ood") or [None])
+    assert len({p.out_dir for p in points}) == len(points)
+    for point in points:
+        assert point.out_dir.parent == Path(data["out"])
+        task, model, train_cfg = point.build()
+        assert model.variant == point.variant and train_cfg.seed == point.seed
+        for key, value in (data.get("model") or {}).items():
+            assert getattr(model, key) == value, (point.name, key)
+        for key, value in (data.get("task_params") or {}).items():
+            assert getattr(task, key) == value, (point.name, key)
+        for key, value in (data.get("train") or {}).items():
+            assert getattr(train_cfg, key) == pytest.approx(value), (point.name, key)
