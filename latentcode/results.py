@@ -67,6 +67,10 @@ PAPER_TABLE_A1: dict[str, dict[str, tuple[float, float]]] = {
 """The paper's Table A1 (spec §5.1), mean ± s.e. over 3 seeds, ×100: fuzzy logic OOD R², SRAVEN OOD accuracy."""
 
 
+_TABLE_ORDER = {name: i for i, name in enumerate(PAPER_TABLE_A1["fuzzy_logic"])}
+"""Row order of the tables: the paper's Table A1 (both columns list the variants in the same order)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class ResultRow:
     """One run's final evaluation on one split (a line of the results CSV)."""
@@ -230,7 +234,7 @@ def summarize(
     for row in rows:
         if row.split == split and (row.finished or not finished_only):
             groups.setdefault((row.task, row.variant), []).append(row)
-    order = {name: i for i, name in enumerate(next(iter(PAPER_TABLE_A1.values())))}
+    order = _TABLE_ORDER
     summaries = []
     for (task, variant), members in sorted(groups.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 99),
                                                                           kv[0][1])):
@@ -277,7 +281,7 @@ def seed_table(rows: Sequence[ResultRow], *, split: str = "ood", finished_only: 
 
     Lines follow the summary's variant order, then seed.
     """
-    order = {name: i for i, name in enumerate(next(iter(PAPER_TABLE_A1.values())))}
+    order = _TABLE_ORDER
     chosen = [r for r in rows if r.split == split and (r.finished or not finished_only)]
     chosen.sort(key=lambda r: (r.task, order.get(r.variant, 99), r.variant, r.seed))
     lines = ["| task | variant | seed | ours | value network live | run |", "|---|---|---|---|---|---|"]
