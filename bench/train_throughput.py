@@ -19,6 +19,7 @@ import time
 
 import torch
 
+from latentcode._allocator import keep_freed_memory
 from latentcode.config import VARIANTS, model_config, train_config
 from latentcode.model import Transformer
 from latentcode.tasks import get_task
@@ -126,7 +127,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--profile", nargs=2, metavar=("TASK", "VARIANT"), help="profile one model instead")
+    parser.add_argument("--default-allocator", action="store_true",
+                        help="keep glibc's default mmap/trim thresholds (what latentcode.train used before 0.2)")
     args = parser.parse_args()
+    allocator = "glibc defaults" if args.default_allocator else (
+        "mallopt thresholds raised" if keep_freed_memory() else "platform default")
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -143,7 +148,7 @@ def main() -> None:
             print(f"# {task_name} {variant}: {r['steps_per_s']:.2f} steps/s", flush=True)
     print(f"\nMachine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, torch "
           f"{torch.__version__}, {torch.get_num_threads()} threads, device {device}, batch {args.batch_size}, "
-          f"load average {os.getloadavg()[0]:.1f} at the end\n")
+          f"load average {os.getloadavg()[0]:.1f} at the end, allocator: {allocator}\n")
     print(table(rows))
 
 

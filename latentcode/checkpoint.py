@@ -32,6 +32,7 @@ from latentcode.constants import (
     METRICS_FILE,
     MODEL_FILE,
     RUN_KIND,
+    SNAPSHOTS_DIR,
     TRAIN_STATE_FILE,
     TRAIN_STATE_META_FILE,
 )
@@ -110,14 +111,16 @@ class RunConfig:
         except (TypeError, ValueError, KeyError) as e:
             raise CheckpointError(f"{source}: invalid config ({e})") from e
 
-    def differences(self, other: RunConfig, *, ignore_train: tuple[str, ...] = ()) -> list[str]:
-        """Human-readable differences between two run configs (`section.key: a != b`)."""
+    def differences(self, other: RunConfig, *, ignore_train: tuple[str, ...] = (),
+                    ignore_model: tuple[str, ...] = ()) -> list[str]:
+        """Human-readable differences between two run configs (`section.key: a != b`), leaving out the train
+        fields in `ignore_train` and the model fields in `ignore_model`."""
         mine, theirs = _jsonable(self.to_dict()), _jsonable(other.to_dict())
         diffs = []
         for section in ("model", "task", "train"):
             a, b = mine[section], theirs[section]
             for key in sorted(set(a) | set(b)):
-                if section == "train" and key in ignore_train:
+                if key in {"train": ignore_train, "model": ignore_model}.get(section, ()):
                     continue
                 if a.get(key) != b.get(key):
                     diffs.append(f"{section}.{key}: {_short(a.get(key))} != {_short(b.get(key))}")
@@ -176,6 +179,31 @@ def save_model(model: torch.nn.Module, run_dir: str | os.PathLike, *, step: int)
     data = save_safetensors(_tensors_for_save(model.state_dict()), metadata={"step": str(step)})
     atomic_write_bytes(Path(run_dir) / MODEL_FILE, data)
     return _sha16(data)
+
+
+def snapshot_dir(run_dir: str | os.PathLike, step: int) -> Path:
+    """Where the snapshot of `step` lives: `RUN/snapshots/step-NNNNNN/`, itself a loadable run directory."""
+    return Path(run_dir) / SNAPSHOTS_DIR / f"step-{step:06d}"
+
+
+def save_snapshot(model: torch.nn.Module, run_dir: str | os.PathLike, *, step: int) -> Path:
+    """Keep the weights of `step` as a run directory of their own (the run's config.json and model.safetensors),
+    which `Run.load` and every analysis read like any run."""
+    folder = snapshot_dir(run_dir, step)
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(folder / CONFIG_FILE, (Path(run_dir) / CONFIG_FILE).read_bytes())
+    save_model(model, folder, step=step)
+    return folder
+
+
+def list_snapshots(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
+    """(step, folder) of every snapshot a run kept, by step."""
+    root = Path(run_dir) / SNAPSHOTS_DIR
+    found = []
+    for folder in root.glob("step-*") if root.is_dir() else ():
+        if (folder / MODEL_FILE).is_file() and folder.name[5:].isdigit():
+            found.append((int(folder.name[5:]), folder))
+    return sorted(found)
 
 
 def _read_safetensors(path: Path) -> tuple[dict[str, Tensor], dict[str, str], str]:

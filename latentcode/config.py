@@ -10,6 +10,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
+LR_SCHEDULES = ("optax", "v0.1")
+GELU_FORMS = ("gelu_new", "gelu")
+
 
 def _check_fields(cls: type, data: dict[str, Any], what: str) -> None:
     known = {f.name for f in dataclasses.fields(cls)}
@@ -59,6 +62,13 @@ class TrainConfig:
     """torch.compile the training step (CUDA only; extraction and hooks stay uncompiled)."""
     autocast: bool = False
     """bf16 autocast of the forward pass on CUDA (off: float32, with TF32 matmuls on CUDA); ignored on CPU."""
+    snapshots: bool = False
+    """Keep the weights of every evaluation as a loadable run directory `snapshots/step-NNNNNN/` (config.json and
+    model.safetensors, 1.6 MB for the SRAVEN paper model), for analyses over training."""
+    lr_schedule: Literal["optax", "v0.1"] = "optax"
+    """'optax': the reference's `optax.warmup_cosine_decay_schedule` exactly (update 1 has lr 0, the cosine spans
+    steps - 2 * warmup updates and the floor holds for the last `warmup`). 'v0.1': latentcode 0.1's schedule, one
+    update ahead and reaching the floor at the last step; runs whose config.json predates this field load with it."""
 
     def __post_init__(self) -> None:
         positive = ("steps", "batch_size", "eval_every", "eval_samples", "log_every", "checkpoint_every")
@@ -77,6 +87,8 @@ class TrainConfig:
             raise ValueError(f"decay_mask={self.decay_mask!r} is not one of 'ndim>=2', 'weights'")
         if self.grad_clip is not None and self.grad_clip <= 0:
             raise ValueError(f"grad_clip={self.grad_clip} must be positive or None")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"lr_schedule={self.lr_schedule!r} is not one of {', '.join(LR_SCHEDULES)}")
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -85,8 +97,10 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """The config a `to_dict` wrote; a dict without `lr_schedule` (written before 0.2) gets 'v0.1', the
+        schedule that run was trained with."""
         _check_fields(cls, data, "TrainConfig")
-        data = dict(data)
+        data = {"lr_schedule": "v0.1", **data}
         if "adam_betas" in data:
             data["adam_betas"] = tuple(data["adam_betas"])
         return cls(**data)
@@ -163,6 +177,10 @@ class ModelConfig:
     """Value width summed over heads (head dim = d_v / n_heads; HYLA's hidden width per (q, k) pair)."""
     d_mlp: int = 256
     """Hidden width of the GELU feed-forward network (of each expert, with a mixture of experts)."""
+    act_fn: Literal["gelu_new", "gelu"] = "gelu_new"
+    """The feed-forward GELU, named as TransformerLens names it: 'gelu_new' is the tanh approximation (flax's
+    default, so the reference's), 'gelu' the exact erf form. Configs written before 0.2 lack the field and load
+    with 'gelu', the form they were trained with."""
     n_layers: int = 2
     """Number of transformer blocks."""
     score_norm: Literal["softmax", "none", "rms_head"] = "softmax"
@@ -217,7 +235,7 @@ class ModelConfig:
                     f"{name}={getattr(self, name)} is not divisible by n_heads={self.n_heads}; "
                     f"{name} is the total over heads, so pick n_heads in {fits} or a multiple of n_heads"
                 )
-        choices = {"score_norm": SCORE_NORMS, "value_net": VALUE_NETS, "value_act": VALUE_ACTS}
+        choices = {"score_norm": SCORE_NORMS, "value_net": VALUE_NETS, "value_act": VALUE_ACTS, "act_fn": GELU_FORMS}
         for name, valid in choices.items():
             if getattr(self, name) not in valid:
                 raise ValueError(f"{name}={getattr(self, name)!r} is not one of {', '.join(valid)}")
@@ -260,11 +278,6 @@ class ModelConfig:
         return self.seq_len
 
     @property
-    def act_fn(self) -> str:
-        """The feed-forward nonlinearity (TransformerLens' `act_fn`): exact (erf) GELU, in experts too."""
-        return "gelu"
-
-    @property
     def attn_only(self) -> bool:
         """Every block has a feed-forward sublayer (TransformerLens' `attn_only`)."""
         return False
@@ -295,8 +308,10 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        """The config a `to_dict` wrote; a dict without `act_fn` (written before 0.2) gets 'gelu', the exact form
+        that model was trained with."""
         _check_fields(cls, data, "ModelConfig")
-        return cls(**data)
+        return cls(**{"act_fn": "gelu", **data})
 
 
 VARIANTS: dict[str, dict[str, Any]] = {

@@ -169,8 +169,15 @@ def train_ensemble(
     if len(steps_done) > 1:
         raise ValueError(f"members are at different steps ({sorted(steps_done)}); resume them one by one with "
                          "`latentcode train ... --resume`")
-    train_cfgs = [cfg if s is None else kept_on_resume(out, cfg) for out, cfg, s in zip(outs, train_cfgs, states,
-                                                                                         strict=True)]
+    resumed = [kept_on_resume(out, RunConfig(model=model_cfg, task=t, train=cfg)) for out, t, cfg, s
+               in zip(outs, tasks, train_cfgs, states, strict=True) if s is not None]
+    if resumed:
+        if len({r.model for r in resumed}) > 1:
+            raise ValueError("the members were started with different model settings (act_fn); resume them one by "
+                             "one with `latentcode train ... --resume`")
+        model_cfg = resumed[0].model
+    train_cfgs = [cfg if s is None else kept_on_resume(out, RunConfig(model=model_cfg, task=t, train=cfg)).train
+                  for out, t, cfg, s in zip(outs, tasks, train_cfgs, states, strict=True)]
     problems = _ensemble_problems(model_cfg, train_cfgs)
     if problems:
         raise ValueError("cannot resume these runs as one ensemble: " + "; ".join(problems))

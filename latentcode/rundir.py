@@ -29,6 +29,7 @@ from latentcode.constants import (
     REPORT_FILE,
     RUN_KIND,
     SHIPPED_FILE,
+    SNAPSHOTS_DIR,
     SUMMARY_FILE,
     TRAIN_STATE_FILE,
     TRAIN_STATE_META_FILE,
@@ -174,8 +175,8 @@ def remove_run_files(run_dir: str | os.PathLike) -> list[Path]:
     """Delete the files latentcode wrote into a run (for `force=True`) and nothing else.
 
     Removes the fixed run files (`RUN_FILES`), the files the run's manifest lists (or, for a run written before
-    manifests, latentcode's known code and figure names), and `codes/`/`figures/` only if that leaves them
-    empty. Anything a user put into the run stays.
+    manifests, latentcode's known code and figure names), the weights of `snapshots/step-*/`, and `codes/`,
+    `figures/` and `snapshots/` only if that leaves them empty. Anything a user put into the run stays.
 
     Returns:
         The files removed.
@@ -194,7 +195,15 @@ def remove_run_files(run_dir: str | os.PathLike) -> list[Path]:
             continue
         path.unlink()
         removed.append(path)
-    for name in (CODES_DIR, FIGURES_DIR):
+    snapshots = run_dir / SNAPSHOTS_DIR
+    for folder in sorted(snapshots.glob("step-*")) if snapshots.is_dir() else ():
+        for name in (CONFIG_FILE, MODEL_FILE):
+            if (folder / name).is_file() and not (folder / name).is_symlink():
+                (folder / name).unlink()
+                removed.append(folder / name)
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+    for name in (CODES_DIR, FIGURES_DIR, SNAPSHOTS_DIR):
         folder = run_dir / name
         if folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()

@@ -27,6 +27,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from latentcode import distributed
+from latentcode._allocator import keep_freed_memory
 from latentcode.checkpoint import (
     Run,
     RunConfig,
@@ -43,6 +44,7 @@ from latentcode.checkpoint import (
     remove_stale_temp_files,
     restore_rng,
     save_checkpoint,
+    save_snapshot,
     truncate_metrics,
 )
 from latentcode.config import ModelConfig, TrainConfig
@@ -65,11 +67,14 @@ from latentcode.tasks.base import Batch, Task
 
 logger = logging.getLogger(__name__)
 
-_RESUME_IGNORES = ("device", "compile")
+_RESUME_IGNORES = ("device", "compile", "snapshots", "checkpoint_every")
 """TrainConfig fields that may change when a run is resumed (they do not change the numbers on CPU)."""
-_RESUME_KEEPS = ("autocast",)
-"""TrainConfig fields a resumed run keeps from its config.json whatever the request says: they change the numbers
-on CUDA, so a run keeps them from start to end (runs started before fp32 became the default resume in bf16)."""
+_RESUME_KEEPS = ("autocast", "lr_schedule")
+"""TrainConfig fields a resumed run keeps from its config.json whatever the request says: they change the numbers,
+so a run keeps them from start to end (runs started before fp32 became the default resume in bf16, runs started
+before 0.2 with the 'v0.1' learning-rate schedule)."""
+_RESUME_KEEPS_MODEL = ("act_fn",)
+"""ModelConfig fields a resumed run keeps from its config.json (runs started before 0.2 keep the exact GELU)."""
 
 
 class NonFiniteLossError(ValueError):
@@ -121,22 +126,34 @@ def resolve_device(device: str = "auto", *, local_rank: int = 0) -> torch.device
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
-    """Learning rate of the update that completes step `step` (1-based).
+    """Learning rate of the update that completes step `step` (1-based), per `cfg.lr_schedule`.
 
-    Linear warm-up from 0 reaching `cfg.lr` at step `cfg.warmup`, then cosine decay reaching
-    `cfg.min_lr_ratio * cfg.lr` exactly at the last step. (optax's `warmup_cosine_decay_schedule` as the
-    reference calls it reaches the floor `warmup` steps early and its first update has lr 0; spec §3.2.)
+    'optax' (the default) is the reference's `optax.warmup_cosine_decay_schedule(0, lr, warmup, steps - warmup,
+    min_lr_ratio * lr)` evaluated at the optimizer count k = step - 1: a linear warm-up whose first update has lr
+    0, a cosine over the next steps - 2 * warmup updates (optax counts its decay steps from 0, warm-up included),
+    then the floor for the last `warmup` updates. 'v0.1' is latentcode 0.1's: one update ahead (lr reaches `lr`
+    at step `warmup`) and the cosine reaching the floor exactly at the last step.
 
     >>> cfg = TrainConfig(steps=100, warmup=10, lr=1.0, min_lr_ratio=0.1)
-    >>> lr_at(5, cfg), lr_at(10, cfg), lr_at(55, cfg), lr_at(100, cfg)
+    >>> lr_at(1, cfg), lr_at(11, cfg), lr_at(51, cfg), lr_at(91, cfg), lr_at(100, cfg)
+    (0.0, 1.0, 0.55, 0.1, 0.1)
+    >>> old = TrainConfig(steps=100, warmup=10, lr=1.0, min_lr_ratio=0.1, lr_schedule="v0.1")
+    >>> lr_at(5, old), lr_at(10, old), lr_at(55, old), lr_at(100, old)
     (0.5, 1.0, 0.55, 0.1)
     """
     if not 1 <= step <= cfg.steps:
         raise ValueError(f"step={step} must lie in [1, steps={cfg.steps}]")
-    if step <= cfg.warmup:
-        return cfg.lr * step / cfg.warmup
-    progress = (step - cfg.warmup) / (cfg.steps - cfg.warmup)
     floor = cfg.lr * cfg.min_lr_ratio
+    if cfg.lr_schedule == "optax":
+        k = step - 1
+        if k < cfg.warmup:
+            return cfg.lr * k / cfg.warmup
+        span = cfg.steps - 2 * cfg.warmup
+        progress = min((k - cfg.warmup) / span, 1.0) if span > 0 else 1.0  # a run this short holds the floor
+    elif step <= cfg.warmup:
+        return cfg.lr * step / cfg.warmup
+    else:
+        progress = (step - cfg.warmup) / (cfg.steps - cfg.warmup)
     return floor + (cfg.lr - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
@@ -312,6 +329,8 @@ def _eval_if_needed(loop: _Loop, task: Task, sets: dict[str, Batch], bar: Any) -
             if any(f is not None for f in live):
                 logger.info("step %d value network live fraction: %s", loop.step, format_live_fraction(live))
         append_metrics(loop.out, records)
+        if loop.cfg.snapshots:
+            save_snapshot(loop.model, loop.out, step=loop.step)
         for split, m in results.items():
             name = {"test": "ID", "ood": "OOD"}.get(split, split)
             loop.postfix[f"{name}_{task.metric_name}"] = f"{m.get(task.metric_name, m['loss']):.3f}"
@@ -372,15 +391,19 @@ class _DeferredInterrupt:
             signal.signal(sig, previous)
 
 
-def kept_on_resume(out: Path, cfg: TrainConfig) -> TrainConfig:
-    """`cfg` with the `_RESUME_KEEPS` fields of the run in `out` (which must hold a config.json)."""
-    saved = RunConfig.load(out).train
-    kept = {name: getattr(saved, name) for name in _RESUME_KEEPS if getattr(saved, name) != getattr(cfg, name)}
-    if not kept:
-        return cfg
-    logger.warning("resuming %s with %s, as it was started (its %s): a run keeps these settings to the end", out,
-                   ", ".join(f"{k}={v}" for k, v in kept.items()), CONFIG_FILE)
-    return dataclasses.replace(cfg, **kept)
+def kept_on_resume(out: Path, run_cfg: RunConfig) -> RunConfig:
+    """`run_cfg` with the `_RESUME_KEEPS` and `_RESUME_KEEPS_MODEL` fields of the run in `out` (which must hold a
+    config.json)."""
+    saved = RunConfig.load(out)
+    changes = {}
+    for section, names in (("train", _RESUME_KEEPS), ("model", _RESUME_KEEPS_MODEL)):
+        mine, theirs = getattr(saved, section), getattr(run_cfg, section)
+        kept = {name: getattr(mine, name) for name in names if getattr(mine, name) != getattr(theirs, name)}
+        if kept:
+            logger.warning("resuming %s with %s, as it was started (its %s): a run keeps these settings to the end",
+                           out, ", ".join(f"{section}.{k}={v}" for k, v in kept.items()), CONFIG_FILE)
+            changes[section] = dataclasses.replace(theirs, **kept)
+    return dataclasses.replace(run_cfg, **changes) if changes else run_cfg
 
 
 def _deadline(time_limit: float | None) -> float | None:
@@ -406,7 +429,8 @@ def _prepare_out_dir(out: Path, run_cfg: RunConfig, *, resume: bool, force: bool
         return None
     if has_config and resume:
         saved = RunConfig.load(out)
-        diffs = saved.differences(run_cfg, ignore_train=_RESUME_IGNORES + _RESUME_KEEPS)
+        diffs = saved.differences(run_cfg, ignore_train=_RESUME_IGNORES + _RESUME_KEEPS,
+                                  ignore_model=_RESUME_KEEPS_MODEL)
         if diffs:
             raise ValueError(
                 f"cannot resume {out}: its {CONFIG_FILE} differs from the requested run ({'; '.join(diffs)}); "
@@ -491,6 +515,8 @@ def train(
             "pick a multiple of the process count"
         )
     device = resolve_device(train_cfg.device, local_rank=info.local_rank)
+    if device.type == "cpu":
+        keep_freed_memory()  # no page faults for each step's large temporaries; the numbers do not change
     info, owns_group = distributed.init(device.type)
     try:
         return _train(model_cfg, task, train_cfg, Path(out_dir), device, info, resume, force, progress, deadline)
@@ -514,8 +540,8 @@ def _train(
     run_cfg = RunConfig(model=model_cfg, task=task, train=cfg)
     state = _prepare_out_dir(out, run_cfg, resume=resume, force=force)
     if state is not None:
-        cfg = kept_on_resume(out, cfg)
-        run_cfg = RunConfig(model=model_cfg, task=task, train=cfg)
+        run_cfg = kept_on_resume(out, run_cfg)
+        model_cfg, cfg = run_cfg.model, run_cfg.train
     distributed.barrier(info)  # everyone has read `out` before rank 0 changes it
     if state is not None and state.finished:
         logger.info("%s is already finished (step %d); nothing to do", out, state.step)

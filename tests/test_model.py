@@ -299,11 +299,27 @@ def test_builds_from_a_registered_task_and_runs_its_batches(task_name):
     assert torch.isfinite(loss) and model.embed.weight.grad is not None
 
 
+def test_act_fn_picks_the_mlp_gelu_as_transformer_lens_names_it():
+    """'gelu_new' is the tanh approximation (TransformerLens' name), 'gelu' the exact erf form."""
+    import math
+
+    x = torch.linspace(-3, 3, 7)
+    tanh = 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+    erf = 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))
+    for act_fn, expected in (("gelu_new", tanh), ("gelu", erf)):
+        mlp = Transformer(tiny_model_config(act_fn=act_fn)).blocks[0].mlp
+        with torch.no_grad():
+            mlp.fc_in.weight.copy_(torch.eye(*mlp.fc_in.weight.shape))
+            mlp.fc_out.weight.copy_(torch.eye(*mlp.fc_out.weight.shape))
+        got = mlp(torch.zeros(7, mlp.fc_in.in_features).index_copy_(1, torch.tensor([0]), x[:, None]))[:, 0]
+        torch.testing.assert_close(got, expected)
+
+
 # ------------------------------------------------------------------------ TransformerLens ActivationCache methods
 def test_cfg_carries_transformer_lens_config_names():
     cfg = tiny_model_config(seq_len=6, d_v=8, n_heads=4)
     assert (cfg.n_ctx, cfg.d_head, cfg.d_vocab, cfg.d_vocab_out) == (6, 2, cfg.d_in, cfg.d_out)
-    assert (cfg.act_fn, cfg.attn_only, cfg.normalization_type) == ("gelu", False, "LN")
+    assert (cfg.act_fn, cfg.attn_only, cfg.normalization_type) == ("gelu_new", False, "LN")
     assert cfg.positional_embedding_type == "relative_bias"
     assert tiny_model_config(pos_bias=False).positional_embedding_type == "none"
 

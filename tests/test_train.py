@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -15,7 +16,7 @@ import pytest
 import safetensors.torch
 import torch
 
-from latentcode.checkpoint import read_metrics, read_train_state
+from latentcode.checkpoint import Run, list_snapshots, read_metrics, read_train_state
 from latentcode.config import TrainConfig, model_config, train_config
 from latentcode.constants import METRICS_FILE, MODEL_FILE, TRAIN_STATE_FILE
 from latentcode.diagnostics import LIVE_KEY
@@ -72,8 +73,31 @@ def tiny_run(tmp_path_factory, one_thread):
 
 
 # ------------------------------------------------------------------------------------------------ schedule
-def test_lr_warms_up_linearly_then_decays_by_cosine_to_the_floor():
-    cfg = TrainConfig(steps=110, warmup=10, lr=2e-3, min_lr_ratio=0.1)
+def test_optax_lr_starts_at_zero_spans_steps_minus_two_warmups_then_holds_the_floor():
+    """The default schedule is optax's warmup_cosine_decay_schedule at the optimizer count k = step - 1."""
+    cfg = TrainConfig(steps=120, warmup=10, lr=2e-3, min_lr_ratio=0.1)
+    assert cfg.lr_schedule == "optax"
+    assert [lr_at(s, cfg) for s in (1, 6, 11)] == pytest.approx([0.0, 1e-3, 2e-3])
+    # the cosine runs over k = 10 .. 110 (steps - 2 * warmup = 100 updates): halfway at k = 60, i.e. step 61
+    assert lr_at(61, cfg) == pytest.approx(2e-4 + 0.5 * (2e-3 - 2e-4))
+    assert [lr_at(s, cfg) for s in (111, 115, 120)] == pytest.approx([2e-4] * 3)  # the floor for the last warmup
+    assert lr_at(110, cfg) > 2e-4
+
+
+def test_an_optax_run_of_at_most_two_warmups_holds_the_floor_after_warming_up():
+    cfg = TrainConfig(steps=20, warmup=10, lr=1.0, min_lr_ratio=0.1)
+    assert [lr_at(s, cfg) for s in (1, 10, 11, 20)] == pytest.approx([0.0, 0.9, 0.1, 0.1])
+
+
+def test_configs_written_before_the_schedule_field_keep_the_v01_schedule():
+    old = TrainConfig(steps=110, warmup=10).to_dict()
+    del old["lr_schedule"]
+    assert TrainConfig.from_dict(old).lr_schedule == "v0.1"
+    assert TrainConfig.from_dict(TrainConfig(steps=110, warmup=10).to_dict()).lr_schedule == "optax"
+
+
+def test_v01_lr_warms_up_linearly_then_decays_by_cosine_to_the_floor():
+    cfg = TrainConfig(steps=110, warmup=10, lr=2e-3, min_lr_ratio=0.1, lr_schedule="v0.1")
     assert [lr_at(s, cfg) for s in (1, 5, 10)] == pytest.approx([2e-4, 1e-3, 2e-3])
     assert lr_at(60, cfg) == pytest.approx(2e-4 + 0.5 * (2e-3 - 2e-4))  # halfway through the cosine
     assert lr_at(110, cfg) == pytest.approx(2e-4)  # the floor, reached at the last step
@@ -83,9 +107,11 @@ def test_lr_warms_up_linearly_then_decays_by_cosine_to_the_floor():
 
 
 def test_lr_without_warmup_starts_at_peak_and_rejects_steps_outside_the_run():
-    cfg = TrainConfig(steps=100, warmup=0, lr=1.0, min_lr_ratio=0.0)
+    cfg = TrainConfig(steps=100, warmup=0, lr=1.0, min_lr_ratio=0.0, lr_schedule="v0.1")
     assert lr_at(1, cfg) == pytest.approx(0.5 * (1 + math.cos(math.pi / 100)))
     assert lr_at(100, cfg) == pytest.approx(0.0)
+    optax = TrainConfig(steps=100, warmup=0, lr=1.0, min_lr_ratio=0.0)
+    assert lr_at(1, optax) == 1.0 and lr_at(100, optax) == pytest.approx(0.5 * (1 + math.cos(math.pi * 99 / 100)))
     with pytest.raises(ValueError, match="step=0"):
         lr_at(0, cfg)
     with pytest.raises(ValueError, match="step=101"):
@@ -437,3 +463,55 @@ def test_a_run_started_with_autocast_resumes_with_it(tmp_path):
     run = train(mcfg, task, default, tmp_path / "old", resume=True, progress=False)
     assert run.step == 4 and run.config.train.autocast is True
     assert json.loads((tmp_path / "old" / "config.json").read_text())["train"]["autocast"] is True
+
+
+def test_a_run_whose_config_predates_the_reference_defaults_resumes_as_it_was_started(tmp_path):
+    """A 0.1 run (no act_fn, no lr_schedule in config.json) resumes with the exact GELU and the v0.1 schedule, and
+    ends bitwise where an uninterrupted 0.1-style run ends."""
+    mcfg, task, tcfg = tiny("softmax", steps=6, warmup=2, log_every=2, eval_every=6, checkpoint_every=10)
+    legacy_model = dataclasses.replace(mcfg, act_fn="gelu")
+    legacy_train = dataclasses.replace(tcfg, lr_schedule="v0.1")
+    straight = train(legacy_model, task, legacy_train, tmp_path / "straight", progress=False)
+    train(legacy_model, task, legacy_train, tmp_path / "old", progress=False, time_limit=0.0)
+    config = json.loads((tmp_path / "old" / "config.json").read_text())
+    del config["model"]["act_fn"], config["train"]["lr_schedule"]  # as 0.1 wrote it
+    (tmp_path / "old" / "config.json").write_text(json.dumps(config))
+    run = train(mcfg, task, tcfg, tmp_path / "old", resume=True, progress=False)  # today's defaults requested
+    assert (run.config.model.act_fn, run.config.train.lr_schedule) == ("gelu", "v0.1")
+    assert_same_tensors(tensors(straight.path / MODEL_FILE), tensors(tmp_path / "old" / MODEL_FILE))
+    lrs = [r["lr"] for r in read_metrics(tmp_path / "old") if r["split"] == "train"]
+    assert lrs == [lr_at(s, legacy_train) for s in (2, 4, 6)]
+
+
+def test_resuming_a_run_committed_to_git_and_cloned_elsewhere_continues_bitwise(tmp_path):
+    """The preemptible-machine recipe (docs/reproduction.md): commit a stopped run's resume files, clone the
+    repository on another machine (new paths, new mtimes), resume there."""
+    mcfg, task, tcfg = tiny("hyla", steps=8, warmup=1, log_every=2, eval_every=4, checkpoint_every=100)
+    straight = train(mcfg, task, tcfg, tmp_path / "straight", progress=False)
+    repo = tmp_path / "repo"
+    stopped = train(mcfg, task, tcfg, repo / "in-progress" / "run", progress=False, time_limit=0.0)
+    assert stopped.step == 1
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
+    subprocess.run([*git, "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "-C", str(repo), "add", "-A"], check=True)
+    subprocess.run([*git, "-C", str(repo), "commit", "-qm", "stash"], check=True)
+    subprocess.run([*git, "clone", "-q", str(repo), str(tmp_path / "clone")], check=True)
+    run = train(mcfg, task, tcfg, tmp_path / "clone" / "in-progress" / "run", resume=True, progress=False)
+    assert run.step == 8
+    assert_same_tensors(tensors(straight.path / MODEL_FILE), tensors(run.path / MODEL_FILE))
+    assert without_timing(read_metrics(run.path)) == without_timing(straight.metrics)
+
+
+def test_snapshots_keep_the_weights_of_every_evaluation_as_loadable_runs(tmp_path):
+    mcfg, task, tcfg = tiny("softmax", steps=6, warmup=1, eval_every=2, checkpoint_every=100, snapshots=True)
+    run = train(mcfg, task, tcfg, tmp_path / "run", progress=False)
+    found = list_snapshots(run.path)
+    assert [step for step, _ in found] == [2, 4, 6]
+    last = Run.load(found[-1][1])
+    assert last.step == 6 and last.config.to_dict() == run.config.to_dict()
+    assert_same_tensors(tensors(found[-1][1] / MODEL_FILE), tensors(run.path / MODEL_FILE))
+    # the snapshot of step 2 holds different weights than the final model
+    assert not torch.equal(tensors(found[0][1] / MODEL_FILE)["embed.weight"], run.model.embed.weight.cpu())
+    # --force removes them with the run's other files
+    train(mcfg, task, dataclasses.replace(tcfg, snapshots=False), run.path, force=True, progress=False)
+    assert list_snapshots(run.path) == [] and not (run.path / "snapshots").exists()

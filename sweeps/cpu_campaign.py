@@ -1,0 +1,183 @@
+"""Paper-scale SRAVEN on a 2-core CPU, across sessions and machines (issue 19): a queue of Table A1 runs, trained
+by lanes of one thread each, whose resume state is stashed in the repository so a fresh clone continues them.
+
+    python sweeps/cpu_campaign.py status              # every run: step, finished, running, stashed
+    python sweeps/cpu_campaign.py start --lanes 2     # restore stashed runs, then train the queue in the background
+    python sweeps/cpu_campaign.py stash               # checkpoint the running trainings, copy their resume state
+                                                      # to checkpoints/in-progress/<run>/ (then `git add` it)
+
+Each lane takes the first run of `QUEUE` that is neither finished nor taken by another lane (a lock file in the
+directory beside the runs), and trains it with exactly the command `latentcode sweep sweeps/table_a1_sraven.yaml` would run
+for that point, plus `--train.snapshots=true` (the weights of every evaluation, for the emergence analysis) and a
+2,000-step checkpoint cadence; neither changes the numbers, and a resume may leave them out. `stash` stops the
+trainings with SIGTERM, which makes them write a checkpoint between two steps, so the copy is a whole resume
+state; `start` again continues bitwise. Snapshots and logs are not stashed (see docs/reproduction.md).
+"""
+
+from __future__ import annotations
+
+# ruff: noqa: T201 (a command-line script: it reports with print)
+import argparse
+import fcntl
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "runs" / "table_a1_sraven"
+STASH = ROOT / "checkpoints" / "in-progress"
+LOGS = ROOT / "runs" / "logs"
+QUEUE = ["sraven-softmax-s0", "sraven-hyla-s0", "sraven-linear-s0", "sraven-hyla-s1", "sraven-hyla-s2",
+         "sraven-softmax-s1", "sraven-softmax-s2", "sraven-linear-s1", "sraven-linear-s2"]
+"""The issue's order: seed 0 of softmax and HYLA side by side, linear seed 0, then seeds 1 and 2 (HYLA first)."""
+RESUME_FILES = ("config.json", "model.safetensors", "train_state.safetensors", "train_state.json", "metrics.jsonl")
+LOCKS = RUNS / ".locks"
+"""One lock file per run, held by the lane training it (beside the run directories, never inside one)."""
+
+
+def _variant_seed(name: str) -> tuple[str, int]:
+    _, variant, seed = name.split("-")
+    return variant, int(seed.removeprefix("s"))
+
+
+def command(name: str) -> list[str]:
+    """The `latentcode train` command of one queued run (the sweep's own point, see module docstring)."""
+    variant, seed = _variant_seed(name)
+    return [sys.executable, "-m", "latentcode", "train", "sraven", "--model", variant, "--preset", "paper",
+            "--seed", str(seed), "--out", str(RUNS / name), "--resume", "--threads", "1", "--no-progress",
+            "--checkpoint-every", "2000", "--train.snapshots=true"]
+
+
+def _state(run: Path) -> dict:
+    path = run / "train_state.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _lock_path(run: Path) -> Path:
+    LOCKS.mkdir(parents=True, exist_ok=True)
+    return LOCKS / f"{run.name}.lock"
+
+
+def _locked(run: Path) -> bool:
+    lock = _lock_path(run)
+    if not lock.is_file():
+        return False
+    with lock.open() as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(f, fcntl.LOCK_UN)
+    return False
+
+
+def restore() -> list[str]:
+    """Copy stashed resume state into runs/ where runs/ has none or an older step; returns the restored runs."""
+    restored = []
+    for stash in sorted(STASH.glob("sraven-*")) if STASH.is_dir() else ():
+        run = RUNS / stash.name
+        if _state(stash).get("step", 0) > _state(run).get("step", 0) and not _locked(run):
+            run.mkdir(parents=True, exist_ok=True)
+            for name in RESUME_FILES:
+                if (stash / name).is_file():
+                    shutil.copy2(stash / name, run / name)
+            restored.append(stash.name)
+    return restored
+
+
+def lane() -> None:
+    """Train queued runs one after another until none is left (runs in the background; `start` launches it)."""
+    LOGS.mkdir(parents=True, exist_ok=True)
+    while True:
+        for name in QUEUE:
+            run = RUNS / name
+            if _state(run).get("finished"):
+                continue
+            with _lock_path(run).open("w") as lock:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # another lane has it
+                lock.write(str(os.getpid()))
+                lock.flush()
+                with (LOGS / f"{name}.log").open("a") as log:
+                    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+                    code = subprocess.call(command(name), stdout=log, stderr=subprocess.STDOUT, env=env)
+                if code != 0:
+                    print(f"{name} exited with {code}; see {LOGS / name}.log", file=sys.stderr)
+                    return
+            break
+        else:
+            return
+
+
+def start(lanes: int) -> None:
+    restored = restore()
+    if restored:
+        print("restored from", STASH.relative_to(ROOT), ":", ", ".join(restored))
+    LOGS.mkdir(parents=True, exist_ok=True)
+    for i in range(lanes):
+        with (LOGS / f"lane{i}.log").open("a") as log:
+            subprocess.Popen(["nice", "-n", "5", sys.executable, __file__, "lane"], stdout=log, stderr=log,
+                             start_new_session=True, cwd=ROOT)
+        time.sleep(2)  # the first lane takes its run before the second looks
+    print(f"{lanes} lane(s) started; logs in {LOGS.relative_to(ROOT)}")
+
+
+def _trainers() -> list[int]:
+    out = subprocess.run(["pgrep", "-f", "latentcode train sraven"], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def stash(timeout: float = 120.0) -> None:
+    """Stop the lanes and trainings (each writes a checkpoint), then copy every unfinished run's resume state."""
+    lanes = subprocess.run(["pgrep", "-f", "cpu_campaign.py lane"], capture_output=True, text=True).stdout.split()
+    for pid in map(int, lanes):
+        os.kill(pid, signal.SIGKILL)  # the lane only waits on its trainer; it must not start the next run
+    for pid in _trainers():
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while _trainers() and time.monotonic() < deadline:
+        time.sleep(1)
+    if _trainers():
+        raise SystemExit("trainings still running after SIGTERM; stash again once they have exited")
+    for run in sorted(RUNS.glob("sraven-*")) if RUNS.is_dir() else ():
+        state = _state(run)
+        target = STASH / run.name
+        if not state or state.get("finished"):
+            if state.get("finished") and target.is_dir():
+                shutil.rmtree(target)  # finished runs ship as checkpoints/sraven-<variant>, not as resume state
+            continue
+        target.mkdir(parents=True, exist_ok=True)
+        for name in RESUME_FILES:
+            shutil.copy2(run / name, target / name)
+        print(f"stashed {run.name} at step {state['step']}")
+
+
+def status() -> None:
+    for name in QUEUE:
+        run, kept = RUNS / name, STASH / name
+        state, stashed = _state(run), _state(kept)
+        print(f"{name:20s} step {state.get('step', 0):>7}  {'finished' if state.get('finished') else '':8s} "
+              f"{'running' if _locked(run) else '':7s}  stashed step {stashed.get('step', '-')}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("status")
+    sub.add_parser("lane")
+    sub.add_parser("stash")
+    p = sub.add_parser("start")
+    p.add_argument("--lanes", type=int, default=2)
+    args = parser.parse_args()
+    {"status": status, "lane": lane, "stash": stash, "start": lambda: start(args.lanes)}[args.cmd]()
+
+
+if __name__ == "__main__":
+    main()
