@@ -1,5 +1,6 @@
 """The result subcommands of `latentcode`: `table` (per-seed CSV and the mean ± s.e. Markdown table beside the
-paper's Table A1), `export` (a finished run as a shippable checkpoint) and `pretrained` (the shipped checkpoints).
+paper's Table A1), `export` (a finished run as a shippable checkpoint), `pretrained` (the shipped checkpoints) and `emergence`
+(rule decoding over a run's snapshots).
 
 Each is a pair (adds its parser, runs it) in `COMMANDS`, which `latentcode/cli.py` appends to its own; the work
 is a call into `latentcode.results` or `latentcode.pretrained`.
@@ -126,9 +127,64 @@ def _cmd_pretrained(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_emergence_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = _subparser(
+        subparsers,
+        "emergence",
+        help="rule decoding and its controls on every snapshot of a run, against the training step",
+        description="Read the latent codes of every snapshot a run kept (trained with --train.snapshots=true) at "
+        "the task's paper reading, decode the rule from them (probes fit on training rule sets, scored on held-out "
+        "ones), and write one table per layer and step: decoding accuracy, the input-only control, control-task "
+        "selectivity, chance, majority and the model's own held-out accuracy (emergence.csv + .json), with its "
+        "figure (emergence.png, emergence.html). --out must not hold them yet.",
+        example="latentcode emergence runs/table_a1_sraven/sraven-hyla-s0 --out results/emergence/sraven-hyla-s0",
+    )
+    parser.add_argument("run", metavar="RUN", type=Path, help="a run directory with snapshots/")
+    parser.add_argument("--out", metavar="DIR", type=Path, required=True, help="folder for the table and figure")
+    parser.add_argument("--n", dest="n_samples", type=int, default=4096, metavar="N",
+                        help="instances per split read at each snapshot (default: 4096)")
+    parser.add_argument("--steps", type=lambda s: [int(x) for x in s.split(",") if x],
+                        help="only these snapshot steps, comma-separated (default: every snapshot)")
+    return parser
+
+
+def _cmd_emergence(args: argparse.Namespace) -> int:
+    import matplotlib.pyplot as plt
+
+    from latentcode.checkpoint import list_snapshots
+    from latentcode.emergence import rule_emergence, write_emergence
+    from probes.figures import save_figure
+    from probes.figures.emergence import emergence_figure
+
+    if args.n_samples <= 0:
+        raise ValueError(f"--n {args.n_samples} must be a positive number of instances")
+    if not list_snapshots(args.run):
+        raise ValueError(f"{args.run} has no snapshots/step-*/ folders; train it with --train.snapshots=true")
+    table = args.out / "emergence.csv"
+    for target in (table, table.with_suffix(".json"), args.out / "emergence.png", args.out / "emergence.html"):
+        if target.exists():
+            raise ValueError(f"{target} exists; choose another --out (nothing is overwritten)")
+    rows = rule_emergence(args.run, n_samples=args.n_samples, steps=args.steps)
+    command = f"latentcode emergence {args.run} --out {args.out} --n {args.n_samples}"
+    meta = {"run": str(args.run), "command": command, "n_samples": args.n_samples,
+            "reading": "the task's paper reading (spec §4.1); SRAVEN instances unpermuted"}
+    write_emergence(rows, table, meta=meta)
+    figure = emergence_figure(rows, title=f"When do rule codes appear? {args.run.name} (held-out rule combinations)")
+    save_figure(figure, args.out / "emergence", formats=("png", "html"))
+    plt.close("all")
+    _echo(f"wrote {table} ({len(rows)} rows) and its figure emergence.png / .html")
+    for row in rows:
+        if row.layer == "all":
+            _echo(f"  step {row.step:>7}: codes {row.decoding:.3f}  input-only {row.input_only:.3f}  "
+                  f"selectivity {row.selectivity:+.3f}  model {row.model_accuracy:.3f}  "
+                  f"(chance {row.chance:.3f}, majority {row.majority:.3f})")
+    return 0
+
+
 COMMANDS: list[tuple[Callable[[Any], argparse.ArgumentParser], Callable[[argparse.Namespace], int]]] = [
     (_add_table_parser, _cmd_table),
     (_add_export_parser, _cmd_export),
     (_add_pretrained_parser, _cmd_pretrained),
+    (_add_emergence_parser, _cmd_emergence),
 ]
 """The result subcommands: (adds its parser, runs it), for `latentcode/cli.py` to append to its own."""

@@ -1,0 +1,117 @@
+"""When rule codes appear: held-out rule decoding per layer against the training step, beside its controls and the
+model's own held-out accuracy (the table `latentcode emergence` writes)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from probes.figures._base import _axes_row, _palette
+
+
+@dataclass(frozen=True)
+class EmergenceFigure:
+    """Lines over training steps: decoding accuracy per layer (solid), the input-only control (dashed grey), the
+    model's held-out accuracy (black), chance and majority (dotted); a second panel shows selectivity per layer.
+
+    Attributes:
+        steps: the snapshot steps, ascending.
+        layers: probe names ("0", ..., "all").
+        decoding: [layer, step] held-out rule-decoding accuracy.
+        selectivity: [layer, step] decoding minus control-task accuracy.
+        input_only: [step] the input-only control.
+        model_accuracy: [step] the model's own held-out accuracy.
+        chance, majority: the trivial floors (constant over steps: the same held-out rows).
+        title: figure title (names the run and the reading).
+    """
+
+    steps: list[int]
+    layers: list[str]
+    decoding: np.ndarray
+    selectivity: np.ndarray
+    input_only: np.ndarray
+    model_accuracy: np.ndarray
+    chance: float
+    majority: float
+    title: str
+
+    def plot(self, ax: Axes | Sequence[Axes] | None = None) -> Figure:
+        """Two panels: accuracies, then selectivity; returns the figure."""
+        left, right = _axes_row(ax, 2, 5.2, 4.0)
+        colors = _palette(len(self.layers))
+        for i, layer in enumerate(self.layers):
+            name = "all layers" if layer == "all" else f"layer {layer}"
+            left.plot(self.steps, self.decoding[i], "-o", color=colors[i], ms=3, label=f"codes, {name}")
+            right.plot(self.steps, self.selectivity[i], "-o", color=colors[i], ms=3, label=name)
+        left.plot(self.steps, self.input_only, "--", color="0.45", label="input-only control")
+        left.plot(self.steps, self.model_accuracy, "-", color="black", lw=2.2, label="model OOD accuracy")
+        left.axhline(self.majority, color="0.3", ls=":", lw=1, label=f"majority ({self.majority:.3f})")
+        left.axhline(self.chance, color="0.6", ls=":", lw=1, label=f"chance ({self.chance:.3f})")
+        left.set(xlabel="training step", ylabel="accuracy on held-out rule combinations", ylim=(0, 1.02),
+                 title="rule decoding vs. the model")
+        right.axhline(0.0, color="0.6", lw=1)
+        right.set(xlabel="training step", ylabel="selectivity (codes − control task)", title="selectivity")
+        left.legend(fontsize=7, loc="best")
+        right.legend(fontsize=7, loc="best")
+        left.figure.suptitle(self.title)
+        return left.figure
+
+    def plotly(self):
+        """The same two panels in plotly (line traces; layers share colours across panels)."""
+        import plotly.graph_objects as go
+        from plotly.subplots import make_subplots
+
+        fig = make_subplots(rows=1, cols=2, subplot_titles=("rule decoding vs. the model", "selectivity"))
+        colors = _palette(len(self.layers))
+        for i, layer in enumerate(self.layers):
+            name = "all layers" if layer == "all" else f"layer {layer}"
+            fig.add_trace(go.Scatter(x=self.steps, y=self.decoding[i], mode="lines+markers", name=f"codes, {name}",
+                                     line={"color": colors[i]}, legendgroup=layer), row=1, col=1)
+            fig.add_trace(go.Scatter(x=self.steps, y=self.selectivity[i], mode="lines+markers", name=name,
+                                     line={"color": colors[i]}, legendgroup=layer, showlegend=False), row=1, col=2)
+        fig.add_trace(go.Scatter(x=self.steps, y=self.input_only, mode="lines", name="input-only control",
+                                 line={"color": "#737373", "dash": "dash"}), row=1, col=1)
+        fig.add_trace(go.Scatter(x=self.steps, y=self.model_accuracy, mode="lines", name="model OOD accuracy",
+                                 line={"color": "black", "width": 3}), row=1, col=1)
+        for value, name, color in ((self.majority, "majority", "#4d4d4d"), (self.chance, "chance", "#999999")):
+            fig.add_trace(go.Scatter(x=[self.steps[0], self.steps[-1]], y=[value, value], mode="lines",
+                                     name=f"{name} ({value:.3f})", line={"color": color, "dash": "dot"}), row=1, col=1)
+        fig.update_xaxes(title_text="training step")
+        fig.update_yaxes(title_text="accuracy on held-out rule combinations", range=[0, 1.02], row=1, col=1)
+        fig.update_yaxes(title_text="selectivity (codes − control task)", row=1, col=2)
+        fig.update_layout(title=self.title)
+        return fig
+
+
+def emergence_figure(rows: Sequence[Any], title: str = "When do rule codes appear?") -> EmergenceFigure:
+    """Build the figure from the table's rows: `latentcode.emergence.EmergenceRow`s, or mappings with the same
+    keys (a CSV read with `csv.DictReader` works).
+
+    Raises:
+        ValueError: no rows, or a (step, layer) cell missing.
+    """
+    records = [dict(r) if isinstance(r, Mapping) else vars(r) for r in rows]
+    if not records:
+        raise ValueError("no rows to draw; run `latentcode emergence RUN` on a run with snapshots first")
+    steps = sorted({int(r["step"]) for r in records})
+    layers = list(dict.fromkeys(str(r["layer"]) for r in records))
+    cell = {(int(r["step"]), str(r["layer"])): r for r in records}
+    missing = [(s, layer) for s in steps for layer in layers if (s, layer) not in cell]
+    if missing:
+        raise ValueError(f"the table lacks (step, layer) cells {missing[:4]}; every snapshot needs every layer")
+
+    def grid(key: str) -> np.ndarray:
+        return np.array([[float(cell[s, layer][key]) for s in steps] for layer in layers])
+
+    first = [cell[s, layers[0]] for s in steps]
+    return EmergenceFigure(
+        steps=steps, layers=layers, decoding=grid("decoding"), selectivity=grid("selectivity"),
+        input_only=np.array([float(r["input_only"]) for r in first]),
+        model_accuracy=np.array([float(r["model_accuracy"]) for r in first]),
+        chance=float(first[0]["chance"]), majority=float(first[0]["majority"]), title=title,
+    )

@@ -1,0 +1,112 @@
+"""Tests for latentcode/emergence.py: Fig. 5F's decoding over the snapshots of a run."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from latentcode.checkpoint import Run, list_snapshots
+from latentcode.config import model_config, train_config
+from latentcode.emergence import COLUMNS, read_emergence, rule_emergence, write_emergence
+from latentcode.extract import extract_latent_codes
+from latentcode.tasks import get_task
+from latentcode.train import train
+from probes.decode import decode_rules
+
+N = 256
+
+
+@pytest.fixture(scope="module")
+def snap_run(tmp_path_factory):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    task = get_task("sraven", seed=0, n_features=2, permute_features=False)
+    cfg = train_config("sraven", "tiny", steps=60, warmup=6, batch_size=64, eval_every=30, checkpoint_every=60,
+                       snapshots=True, device="cpu")
+    run = train(model_config(task, "hyla", "tiny"), task, cfg, tmp_path_factory.mktemp("runs") / "hyla",
+                progress=False)
+    yield run
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def rows(snap_run):
+    return rule_emergence(snap_run.path, n_samples=N, progress=False)
+
+
+def test_one_row_per_snapshot_and_layer_with_the_models_own_accuracy(snap_run, rows):
+    assert [(r.step, r.layer) for r in rows] == [(s, layer) for s in (30, 60) for layer in ("0", "1", "all")]
+    own = {}
+    for line in (snap_run.path / "metrics.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record["split"] == "ood":
+            own[record["step"]] = record["acc"]
+    assert [r.model_accuracy for r in rows] == [own[r.step] for r in rows]
+    assert all(r.chance == pytest.approx(1 / 8) for r in rows)  # SRAVEN has 8 rules
+    assert all(r.selectivity == pytest.approx(r.decoding - r.control_task) for r in rows)
+
+
+def test_the_last_snapshot_decodes_as_the_finished_run_does(snap_run, rows):
+    """The step-60 snapshot holds the final weights, so its rows equal a decoding of the run itself."""
+    run = Run.load(snap_run.path)
+    codes = extract_latent_codes(run.model, run.task, splits=("train", "ood"), n_samples=N, progress=False)
+    result = decode_rules(codes, "rule", layers="each+all", splits=["ood"], progress=False)
+    last = [r for r in rows if r.step == 60]
+    np.testing.assert_allclose([r.decoding for r in last], result.accuracy("ood"))
+    labels = codes.labels["rule"]
+    train_majority = np.bincount(labels[codes.split == "train"]).argmax()
+    assert last[0].majority == pytest.approx(np.mean(labels[codes.split == "ood"] == train_majority))
+    assert last[0].input_only == pytest.approx(result.controls.input_only["ood"])
+
+
+def test_the_table_round_trips_and_is_never_overwritten(rows, tmp_path):
+    path = write_emergence(rows, tmp_path / "emergence.csv", meta={"run": "x"})
+    back = read_emergence(path)
+    assert [(r.step, r.layer) for r in back] == [(r.step, r.layer) for r in rows]
+    np.testing.assert_allclose([r.decoding for r in back], [r.decoding for r in rows], rtol=1e-5)
+    assert json.loads(path.with_suffix(".json").read_text())["columns"] == COLUMNS
+    with pytest.raises(FileExistsError, match="exists"):
+        write_emergence(rows, path)
+
+
+def test_runs_without_snapshots_or_steps_without_one_get_clear_errors(snap_run, tmp_path):
+    with pytest.raises(FileNotFoundError, match="snapshots=true"):
+        rule_emergence(tmp_path, progress=False)
+    with pytest.raises(ValueError, match=r"no snapshot of step\(s\) \[45\].*\[30, 60\]"):
+        rule_emergence(snap_run.path, steps=[45], progress=False)
+    assert [s for s, _ in list_snapshots(snap_run.path)] == [30, 60]
+    assert not math.isnan(rule_emergence(snap_run.path, steps=[30], n_samples=64, progress=False)[0].decoding)
+
+
+def test_the_command_writes_the_table_and_its_figure_and_never_overwrites(snap_run, tmp_path, capsys):
+    from latentcode.cli import main
+
+    out = tmp_path / "emergence"
+    assert main(["emergence", str(snap_run.path), "--out", str(out), "--n", "64"]) == 0
+    printed = capsys.readouterr().out
+    assert "step      30" in printed and "step      60" in printed
+    assert {p.name for p in out.iterdir()} == {"emergence.csv", "emergence.json", "emergence.png", "emergence.html"}
+    assert len(read_emergence(out / "emergence.csv")) == 6
+    assert main(["emergence", str(snap_run.path), "--out", str(out), "--n", "64"]) != 0
+    assert "exists" in capsys.readouterr().err
+
+
+def test_the_figure_draws_every_layer_and_both_floors(rows):
+    from probes.figures.emergence import emergence_figure
+
+    figure = emergence_figure(rows, title="t")
+    fig = figure.plotly()
+    names = [trace.name for trace in fig.data]
+    assert {"codes, layer 0", "codes, layer 1", "codes, all layers", "input-only control",
+            "model OOD accuracy"} <= set(names)
+    assert any(n.startswith("chance (0.125)") for n in names) and any(n.startswith("majority") for n in names)
+    assert all(trace.type == "scatter" for trace in fig.data)
+    assert fig.layout.xaxis.title.text == "training step"
+    axes = figure.plot().axes
+    assert [a.get_ylabel() for a in axes] == ["accuracy on held-out rule combinations",
+                                             "selectivity (codes − control task)"]
+    assert list(axes[0].lines[0].get_xdata()) == [30, 60]
