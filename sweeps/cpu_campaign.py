@@ -1,5 +1,6 @@
-"""Paper-scale SRAVEN on a 2-core CPU, across sessions and machines (issue 19): a queue of Table A1 runs, trained
-by lanes of one thread each, whose resume state is stashed in the repository so a fresh clone continues them.
+"""Paper-scale training on a 2-core CPU, across sessions and machines (issues 17 and 19): a queue of Table A1 runs,
+trained by lanes of one thread each, whose resume state is stashed in the repository so a fresh clone continues
+them.
 
     python sweeps/cpu_campaign.py status              # every run: step, finished, running, stashed
     python sweeps/cpu_campaign.py start --lanes 2     # restore stashed runs, then train the queue in the background
@@ -8,8 +9,9 @@ by lanes of one thread each, whose resume state is stashed in the repository so 
 
 Each lane takes the first run of `QUEUE` that is neither finished nor taken by another lane (a lock file in the
 directory beside the runs), and trains it with exactly the command `latentcode sweep sweeps/table_a1_sraven.yaml` would run
-for that point, plus `--train.snapshots=true` (the weights of every evaluation, for the emergence analysis) and a
-2,000-step checkpoint cadence; neither changes the numbers, and a resume may leave them out. `stash` stops the
+for that point (SRAVEN: sweeps/table_a1_sraven.yaml; fuzzy logic: sweeps/table_a1_fuzzy_logic.yaml with 0.1's
+GELU and schedule), plus, for SRAVEN, `--train.snapshots=true` (the weights of every evaluation, for the emergence
+analysis) and a 2,000-step checkpoint cadence; neither changes the numbers, and a resume may leave them out. `stash` stops the
 trainings with SIGTERM, which makes them write a checkpoint between two steps, so the copy is a whole resume
 state; `start` again continues bitwise. Snapshots and logs are not stashed (see docs/reproduction.md).
 """
@@ -29,28 +31,36 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNS = ROOT / "runs" / "table_a1_sraven"
+RUNS = ROOT / "runs"
 STASH = ROOT / "checkpoints" / "in-progress"
 LOGS = ROOT / "runs" / "logs"
-QUEUE = ["sraven-softmax-s0", "sraven-hyla-s0", "sraven-linear-s0", "sraven-hyla-s1", "sraven-hyla-s2",
-         "sraven-softmax-s1", "sraven-softmax-s2", "sraven-linear-s1", "sraven-linear-s2"]
-"""The issue's order: seed 0 of softmax and HYLA side by side, linear seed 0, then seeds 1 and 2 (HYLA first)."""
-RESUME_FILES = ("config.json", "model.safetensors", "train_state.safetensors", "train_state.json", "metrics.jsonl")
 LOCKS = RUNS / ".locks"
 """One lock file per run, held by the lane training it (beside the run directories, never inside one)."""
+FUZZY = [f"fuzzy_logic-{v}-s{s}-frac0.7" for s in (1, 2) for v in ("softmax", "linear", "hyla")]
+"""Table A1's fuzzy-logic seeds 1 and 2 (issue 17 ships every seed), retrained as 0.1 trained them (exact GELU,
+the v0.1 schedule): their OOD R² must equal results/table_a1_fuzzy_logic.csv."""
+QUEUE = ["sraven-softmax-s0", "sraven-hyla-s0", *FUZZY, "sraven-linear-s0", "sraven-hyla-s1", "sraven-hyla-s2",
+         "sraven-softmax-s1", "sraven-softmax-s2", "sraven-linear-s1", "sraven-linear-s2"]
+"""Issue 19's order: seed 0 of softmax and HYLA side by side, linear seed 0, then seeds 1 and 2 (HYLA first); the
+six short fuzzy-logic runs (about 45 core-minutes each) go in before linear seed 0."""
+RESUME_FILES = ("config.json", "model.safetensors", "train_state.safetensors", "train_state.json", "metrics.jsonl")
 
 
-def _variant_seed(name: str) -> tuple[str, int]:
-    _, variant, seed = name.split("-")
-    return variant, int(seed.removeprefix("s"))
+def run_dir(name: str) -> Path:
+    """Where a queued run lives: the folder its sweep (sweeps/table_a1_*.yaml) gives it."""
+    task = name.split("-")[0]
+    return RUNS / f"table_a1_{task}" / name
 
 
 def command(name: str) -> list[str]:
     """The `latentcode train` command of one queued run (the sweep's own point, see module docstring)."""
-    variant, seed = _variant_seed(name)
-    return [sys.executable, "-m", "latentcode", "train", "sraven", "--model", variant, "--preset", "paper",
-            "--seed", str(seed), "--out", str(RUNS / name), "--resume", "--threads", "1", "--no-progress",
-            "--checkpoint-every", "2000", "--train.snapshots=true"]
+    task, variant, seed = name.split("-")[:3]
+    args = [sys.executable, "-m", "latentcode", "train", task, "--model", variant, "--preset", "paper",
+            "--seed", seed.removeprefix("s"), "--out", str(run_dir(name)), "--resume", "--threads", "1",
+            "--no-progress"]
+    if task == "sraven":
+        return [*args, "--checkpoint-every", "2000", "--train.snapshots=true"]
+    return [*args, "--task.seq_len=32", "--task.frac_ood=0.7", "--model.act_fn=gelu", "--train.lr_schedule=v0.1"]
 
 
 def _state(run: Path) -> dict:
@@ -79,8 +89,8 @@ def _locked(run: Path) -> bool:
 def restore() -> list[str]:
     """Copy stashed resume state into runs/ where runs/ has none or an older step; returns the restored runs."""
     restored = []
-    for stash in sorted(STASH.glob("sraven-*")) if STASH.is_dir() else ():
-        run = RUNS / stash.name
+    for stash in sorted(STASH.iterdir()) if STASH.is_dir() else ():
+        run = run_dir(stash.name)
         if _state(stash).get("step", 0) > _state(run).get("step", 0) and not _locked(run):
             run.mkdir(parents=True, exist_ok=True)
             for name in RESUME_FILES:
@@ -95,7 +105,7 @@ def lane() -> None:
     LOGS.mkdir(parents=True, exist_ok=True)
     while True:
         for name in QUEUE:
-            run = RUNS / name
+            run = run_dir(name)
             if _state(run).get("finished"):
                 continue
             with _lock_path(run).open("w") as lock:
@@ -130,7 +140,7 @@ def start(lanes: int) -> None:
 
 
 def _trainers() -> list[int]:
-    out = subprocess.run(["pgrep", "-f", "latentcode train sraven"], capture_output=True, text=True).stdout
+    out = subprocess.run(["pgrep", "-f", "latentcode train "], capture_output=True, text=True).stdout
     return [int(p) for p in out.split()]
 
 
@@ -146,7 +156,7 @@ def stash(timeout: float = 120.0) -> None:
         time.sleep(1)
     if _trainers():
         raise SystemExit("trainings still running after SIGTERM; stash again once they have exited")
-    for run in sorted(RUNS.glob("sraven-*")) if RUNS.is_dir() else ():
+    for run in map(run_dir, QUEUE):
         state = _state(run)
         target = STASH / run.name
         if not state or state.get("finished"):
@@ -161,7 +171,7 @@ def stash(timeout: float = 120.0) -> None:
 
 def status() -> None:
     for name in QUEUE:
-        run, kept = RUNS / name, STASH / name
+        run, kept = run_dir(name), STASH / name
         state, stashed = _state(run), _state(kept)
         print(f"{name:20s} step {state.get('step', 0):>7}  {'finished' if state.get('finished') else '':8s} "
               f"{'running' if _locked(run) else '':7s}  stashed step {stashed.get('step', '-')}")
