@@ -33,30 +33,25 @@ from latentcode.attention import MultiHeadAttention
 from latentcode.checkpoint import (
     Run,
     RunConfig,
-    TrainState,
-    append_metrics,
     capture_rng,
     load_checkpoint,
     remove_run_files,
     remove_stale_temp_files,
     restore_rng,
-    save_checkpoint,
     truncate_metrics,
 )
 from latentcode.config import ModelConfig, TrainConfig
+from latentcode.evaluate import _autocast, eval_sets
 from latentcode.model import Transformer
+from latentcode.record import RunDirectory, RunRecorder
 from latentcode.tasks.base import Task
 from latentcode.train import (
-    NonFiniteLossError,
-    _autocast,
     _deadline,
     _DeferredInterrupt,
-    _evaluate,
     _prepare_out_dir,
     allow_tf32,
     build_optimizer,
     decay_mask,
-    eval_sets,
     kept_on_resume,
     lr_at,
     resolve_device,
@@ -91,17 +86,15 @@ def _ensemble_problems(model_cfg: ModelConfig, train_cfgs: Sequence[TrainConfig]
 
 @dataclasses.dataclass
 class _Member:
-    """One run of the ensemble: where it writes and its own (unstacked) model and optimizer, used to evaluate
-    and to write checkpoints in the single-run format."""
+    """One run of the ensemble: its own (unstacked) model and optimizer, used to evaluate and to write
+    checkpoints, and the recorder that writes its run directory exactly as a single run's."""
 
     cfg: TrainConfig
     task: Task
     out: Path
     model: Transformer
     optimizer: torch.optim.AdamW
-    metrics_lines: int = 0
-    pending: list[float] = dataclasses.field(default_factory=list)
-    elapsed_before: float = 0.0
+    record: RunRecorder
 
 
 def train_ensemble(
@@ -196,14 +189,13 @@ def train_ensemble(
         torch.manual_seed(cfg.seed)  # the same initialisation as a single run of this seed
         model = Transformer(model_cfg).to(device)
         optimizer = build_optimizer(model, cfg, device)
-        member = _Member(cfg=cfg, task=member_task, out=out, model=model, optimizer=optimizer)
         if state is not None:
             state = load_checkpoint(out, model, optimizer)
             truncate_metrics(out, state.metrics_lines)
-            member.metrics_lines, member.pending, member.elapsed_before = (
-                state.metrics_lines, list(state.pending_losses), state.elapsed_s)
             restore_rng(state.rng)
-        members.append(member)
+        record = RunRecorder.resumed(RunDirectory(out), cfg, member_task, state,
+                                     who=f"member {len(members)} ({out}): ")
+        members.append(_Member(cfg=cfg, task=member_task, out=out, model=model, optimizer=optimizer, record=record))
     return _EnsembleLoop(model_cfg, task, members, device, start=steps_done.pop()).run(progress, deadline)
 
 
@@ -215,7 +207,6 @@ class _EnsembleLoop:
         self.model_cfg, self.task, self.members, self.device = model_cfg, task, members, device
         self.cfg = members[0].cfg  # the fields every member shares
         self.step = start
-        self.last_checkpoint = start
         base = Transformer(model_cfg).to(device)
         base.train()
         _plain_autograd(base)
@@ -228,7 +219,6 @@ class _EnsembleLoop:
         self.decayed = {name: mask[name] for name in self.params}
         self.exp_avg, self.exp_avg_sq = self._stacked_adam_state()
         self.unsynced: list[Tensor] = []
-        self.session_start = time.perf_counter()
         self.mark_time, self.mark_step, self.overhead_s = time.perf_counter(), start, 0.0
         self.sets = [eval_sets(m.task, m.cfg.eval_samples, m.cfg.seed, device) for m in members]
         # every random draw is made outside vmap (`_DropoutReplay`); one inside it would be an error
@@ -302,36 +292,22 @@ class _EnsembleLoop:
                 state["exp_avg_sq"] = self.exp_avg_sq[name][i].clone()
 
     def _flush_losses(self) -> None:
-        if not self.unsynced:
-            return
-        values = torch.stack(self.unsynced).float().cpu().numpy()  # [steps, members]
+        values = (torch.stack(self.unsynced).float().cpu().numpy() if self.unsynced
+                  else np.zeros((0, len(self.members))))  # [steps, members]
         self.unsynced.clear()
-        first = self.step - values.shape[0] + 1
+        last = min(m.record.last_checkpoint for m in self.members)
         for i, member in enumerate(self.members):
-            member.pending.extend(values[:, i].tolist())
-            bad = np.flatnonzero(~np.isfinite(values[:, i]))
-            if bad.size:
-                raise NonFiniteLossError(
-                    f"member {i} ({member.out}) has training loss {values[bad[0], i]} at step {first + bad[0]}; "
-                    f"training stopped and every member's last good checkpoint (step {self.last_checkpoint}) is "
-                    "kept. Lower its learning rate", step=int(first + bad[0]))
+            member.record.add_losses(values[:, i].tolist(), self.step, kept=(
+                f"every member's last good checkpoint (step {last}) is kept" if last
+                else "no checkpoint had been written yet"))
 
     def _log(self) -> None:
         self._flush_losses()
         now = time.perf_counter()
         train_time = max(now - self.mark_time - self.overhead_s, 1e-9)
+        samples_per_s = (self.step - self.mark_step) * self.cfg.batch_size / train_time
         for member in self.members:
-            record = {
-                "step": self.step,
-                "split": "train",
-                "loss": math.fsum(member.pending) / len(member.pending),
-                "lr": lr_at(self.step, member.cfg),
-                "samples_per_s": (self.step - self.mark_step) * self.cfg.batch_size / train_time,
-                "elapsed_s": member.elapsed_before + now - self.session_start,
-            }
-            append_metrics(member.out, [record])
-            member.metrics_lines += 1
-            member.pending = []
+            member.record.log(self.step, lr_at(self.step, member.cfg), samples_per_s)
         self.mark_time, self.mark_step, self.overhead_s = now, self.step, 0.0
 
     def _evaluate(self) -> dict[str, float]:
@@ -340,27 +316,20 @@ class _EnsembleLoop:
         self._sync_members()
         summary = {}
         for i, (member, sets) in enumerate(zip(self.members, self.sets, strict=True)):
-            results = _evaluate(member.model, member.task, sets, autocast=self.cfg.autocast)
-            append_metrics(member.out, [{"step": self.step, "split": s, **m} for s, m in results.items()])
-            member.metrics_lines += len(results)
+            results = member.record.evaluate(self.step, member.model, sets)
             summary[f"m{i}_OOD_{self.task.metric_name}"] = results["ood"].get(self.task.metric_name, math.nan)
         self.overhead_s += time.perf_counter() - start
         return summary
 
     def _checkpoint(self) -> None:
-        if self.step == self.last_checkpoint:
+        if all(m.record.last_checkpoint == self.step for m in self.members):
             return
         start = time.perf_counter()
         self._flush_losses()
         self._sync_members()
         rng = capture_rng()
-        now = time.perf_counter()
         for member in self.members:
-            state = TrainState(step=self.step, finished=self.step == self.cfg.steps,
-                               metrics_lines=member.metrics_lines, pending_losses=list(member.pending),
-                               elapsed_s=member.elapsed_before + now - self.session_start, world_size=1, rng=rng)
-            save_checkpoint(member.out, member.model, member.optimizer, state)
-        self.last_checkpoint = self.step
+            member.record.checkpoint(self.step, member.model, member.optimizer, rng=rng)
         self.overhead_s += time.perf_counter() - start
 
     def run(self, progress: bool | None, deadline: float | None = None) -> list[Run]:
@@ -376,7 +345,7 @@ class _EnsembleLoop:
                     self.unsynced.append(losses)
                     if step % cfg.log_every == 0 or step == cfg.steps:
                         self._log()
-                        bar.set_postfix(loss=f"{float(np.mean(self.members[0].pending or [0.0])):.4g}",
+                        bar.set_postfix(loss=f"{float(np.mean(self.members[0].record.pending or [0.0])):.4g}",
                                         refresh=False)
                     if step % cfg.eval_every == 0 or step == cfg.steps:
                         bar.set_postfix({k: f"{v:.3f}" for k, v in self._evaluate().items()}, refresh=False)

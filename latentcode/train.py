@@ -32,8 +32,6 @@ from latentcode.checkpoint import (
     Run,
     RunConfig,
     TrainState,
-    append_metrics,
-    capture_rng,
     check_force_target,
     file_hash,
     is_run_dir,
@@ -43,13 +41,10 @@ from latentcode.checkpoint import (
     remove_run_files,
     remove_stale_temp_files,
     restore_rng,
-    save_checkpoint,
-    save_snapshot,
     truncate_metrics,
 )
 from latentcode.config import ModelConfig, TrainConfig
 from latentcode.constants import CONFIG_FILE, MODEL_FILE
-from latentcode.diagnostics import LIVE_KEY, format_live_fraction, value_live_fraction
 from latentcode.distributed import DistInfo
 from latentcode.evaluate import (  # noqa: F401 (evaluation moved to evaluate.py; importable here as before)
     EVAL_CHUNK,
@@ -63,6 +58,7 @@ from latentcode.evaluate import (  # noqa: F401 (evaluation moved to evaluate.py
     live_fraction_inputs,
 )
 from latentcode.model import Transformer
+from latentcode.record import NonFiniteLossError, RunDirectory, RunRecorder  # noqa: F401 (NonFiniteLossError: raised by train())
 from latentcode.tasks.base import Batch, Task
 
 logger = logging.getLogger(__name__)
@@ -75,14 +71,6 @@ so a run keeps them from start to end (runs started before fp32 became the defau
 before 0.2 with the 'v0.1' learning-rate schedule)."""
 _RESUME_KEEPS_MODEL = ("act_fn",)
 """ModelConfig fields a resumed run keeps from its config.json (runs started before 0.2 keep the exact GELU)."""
-
-
-class NonFiniteLossError(ValueError):
-    """The training loss became NaN or infinite; `step` is the first step where it did."""
-
-    def __init__(self, message: str, *, step: int) -> None:
-        super().__init__(message)
-        self.step = step
 
 
 @dataclass(frozen=True)
@@ -247,69 +235,39 @@ def allow_tf32(device: torch.device) -> None:
 # ------------------------------------------------------------------------------------------------------ loop
 @dataclass
 class _Loop:
-    """Mutable bookkeeping of the training loop (nothing here affects the numbers)."""
+    """Mutable bookkeeping of the training loop (nothing here affects the numbers); what the run writes goes
+    through `record`."""
 
-    out: Path
     cfg: TrainConfig
     info: DistInfo
     model: nn.Module
     optimizer: torch.optim.Optimizer
+    record: RunRecorder
     step: int
-    metrics_lines: int
-    elapsed_before: float
-    pending: list[float] = field(default_factory=list)  # synced losses not yet in a train line
     unsynced: list[Tensor] = field(default_factory=list)  # losses still on the device
-    last_checkpoint: int = 0
-    checkpoint_hash: str = ""
-    session_start: float = field(default_factory=time.perf_counter)
     mark_time: float = field(default_factory=time.perf_counter)
     mark_step: int = 0
     overhead_s: float = 0.0  # evaluation and checkpoint time since mark_time
     postfix: dict[str, str] = field(default_factory=dict)
 
-    def elapsed(self) -> float:
-        return self.elapsed_before + time.perf_counter() - self.session_start
-
 
 def _flush_losses(loop: _Loop) -> None:
-    """Move device losses to `pending` (averaged over processes) and stop on the first non-finite one."""
+    """Move device losses to the recorder (averaged over processes); it stops on the first non-finite one."""
+    values = []
     if loop.unsynced:
-        values = distributed.mean_across(torch.stack(loop.unsynced).float(), loop.info)
-        loop.pending.extend(values.tolist())
+        values = distributed.mean_across(torch.stack(loop.unsynced).float(), loop.info).tolist()
         loop.unsynced.clear()
-    first = loop.step - len(loop.pending) + 1
-    for offset, value in enumerate(loop.pending):
-        if not math.isfinite(value):
-            kept = (
-                f"the last good checkpoint (step {loop.last_checkpoint}) is kept in {loop.out}"
-                if loop.last_checkpoint
-                else "no checkpoint had been written yet"
-            )
-            raise NonFiniteLossError(
-                f"training loss is {value} at step {first + offset}; training stopped and {kept}. Lower the "
-                "learning rate (--train.lr) or clip gradients (--train.grad_clip)",
-                step=first + offset,
-            )
+    loop.record.add_losses(values, loop.step)
 
 
 def _log_step(loop: _Loop, last: StepOutput, bar: Any) -> None:
-    """Append one train line to metrics.jsonl: mean loss since the previous line, lr, throughput, time."""
+    """Append one train line: mean loss since the previous line, lr, throughput, time."""
     _flush_losses(loop)
     now = time.perf_counter()
     train_time = max(now - loop.mark_time - loop.overhead_s, 1e-9)
-    record: dict[str, Any] = {
-        "step": loop.step,
-        "split": "train",
-        "loss": math.fsum(loop.pending) / len(loop.pending),
-        "lr": lr_at(loop.step, loop.cfg),
-        "samples_per_s": (loop.step - loop.mark_step) * loop.cfg.batch_size / train_time,
-        "elapsed_s": loop.elapsed(),
-    }
-    record.update({k: float(v) for k, v in last.metrics.items()})
-    if loop.info.is_main:
-        append_metrics(loop.out, [record])
-    loop.metrics_lines += 1
-    loop.pending = []
+    samples_per_s = (loop.step - loop.mark_step) * loop.cfg.batch_size / train_time
+    record = loop.record.log(loop.step, lr_at(loop.step, loop.cfg), samples_per_s,
+                             {k: float(v) for k, v in last.metrics.items()})
     loop.mark_time, loop.mark_step, loop.overhead_s = now, loop.step, 0.0
     loop.postfix.update(loss=f"{record['loss']:.4g}", samples_s=f"{record['samples_per_s']:.0f}")
     bar.set_postfix(loop.postfix, refresh=False)
@@ -320,23 +278,13 @@ def _eval_if_needed(loop: _Loop, task: Task, sets: dict[str, Batch], bar: Any) -
         return
     _flush_losses(loop)  # no evaluation of weights that saw a NaN
     start = time.perf_counter()
-    if loop.info.is_main:
-        results = _evaluate(loop.model, task, sets, autocast=loop.cfg.autocast)
-        records = [{"step": loop.step, "split": split, **m} for split, m in results.items()]
-        if "ood" in sets:
-            live = value_live_fraction(loop.model, live_fraction_inputs(task, loop.cfg.seed, sets["ood"].x.device))
-            records[list(results).index("ood")][LIVE_KEY] = live
-            if any(f is not None for f in live):
-                logger.info("step %d value network live fraction: %s", loop.step, format_live_fraction(live))
-        append_metrics(loop.out, records)
-        if loop.cfg.snapshots:
-            save_snapshot(loop.model, loop.out, step=loop.step)
-        for split, m in results.items():
-            name = {"test": "ID", "ood": "OOD"}.get(split, split)
-            loop.postfix[f"{name}_{task.metric_name}"] = f"{m.get(task.metric_name, m['loss']):.3f}"
-            logger.info("step %d %s: %s", loop.step, split, ", ".join(f"{k}={v:.4g}" for k, v in m.items()))
+    results = loop.record.evaluate(loop.step, loop.model, sets)
+    for split, m in results.items():
+        name = {"test": "ID", "ood": "OOD"}.get(split, split)
+        loop.postfix[f"{name}_{task.metric_name}"] = f"{m.get(task.metric_name, m['loss']):.3f}"
+        logger.info("step %d %s: %s", loop.step, split, ", ".join(f"{k}={v:.4g}" for k, v in m.items()))
+    if results:
         bar.set_postfix(loop.postfix, refresh=False)
-    loop.metrics_lines += len(EVAL_SPLITS)
     loop.overhead_s += time.perf_counter() - start
 
 
@@ -344,23 +292,13 @@ def _checkpoint_if_needed(loop: _Loop, *, now: bool = False) -> None:
     """Write a resumable checkpoint every `checkpoint_every` steps, at the last step, and when `now`."""
     step, cfg = loop.step, loop.cfg
     due = now or step % cfg.checkpoint_every == 0 or step == cfg.steps
-    if not due or step == loop.last_checkpoint or step == 0:
+    if not due or step == loop.record.last_checkpoint or step == 0:
         return
     start = time.perf_counter()
     _flush_losses(loop)  # never checkpoint weights that saw a NaN
+    loop.record.checkpoint(step, loop.model, loop.optimizer, world_size=loop.info.world_size)
     if loop.info.is_main:
-        state = TrainState(
-            step=step,
-            finished=step == cfg.steps,
-            metrics_lines=loop.metrics_lines,
-            pending_losses=list(loop.pending),
-            elapsed_s=loop.elapsed(),
-            world_size=loop.info.world_size,
-            rng=capture_rng(),
-        )
-        loop.checkpoint_hash = save_checkpoint(loop.out, loop.model, loop.optimizer, state)
-        logger.info("checkpoint at step %d written to %s", step, loop.out)
-    loop.last_checkpoint = step
+        logger.info("checkpoint at step %d written to %s", step, getattr(loop.record.store, "path", "the store"))
     loop.overhead_s += time.perf_counter() - start
 
 
@@ -558,21 +496,18 @@ def _train(
     torch.manual_seed(cfg.seed)
     model = Transformer(model_cfg).to(device)
     optimizer = build_optimizer(model, cfg, device)
-    loop = _Loop(out=out, cfg=cfg, info=info, model=model, optimizer=optimizer, step=0, metrics_lines=0,
-                 elapsed_before=0.0)
     if state is not None:
         state = load_checkpoint(out, model, optimizer)
         restore_rng(state.rng)
         if state.world_size != info.world_size:
             logger.warning("resuming a run trained on %d processes with %d: later batches differ from an "
                            "uninterrupted run", state.world_size, info.world_size)
-        loop.step = loop.mark_step = loop.last_checkpoint = state.step
-        loop.metrics_lines, loop.pending, loop.elapsed_before = state.metrics_lines, state.pending_losses, \
-            state.elapsed_s
-        loop.checkpoint_hash = state.model_hash
         if info.is_main:
             truncate_metrics(out, state.metrics_lines)
         logger.info("resuming %s from step %d", out, state.step)
+    record = RunRecorder.resumed(RunDirectory(out), cfg, task, state, writes=info.is_main)
+    start = 0 if state is None else state.step
+    loop = _Loop(cfg=cfg, info=info, model=model, optimizer=optimizer, record=record, step=start, mark_step=start)
     distributed.barrier(info)
 
     n_params = sum(p.numel() for p in model.parameters())
@@ -618,6 +553,6 @@ def _train(
         bar.close()
     distributed.barrier(info)
     model.eval()
-    digest = loop.checkpoint_hash or file_hash(out / MODEL_FILE)
+    digest = loop.record.checkpoint_hash or file_hash(out / MODEL_FILE)
     return Run(path=out, config=run_cfg, model=model, metrics=read_metrics(out), step=loop.step,
                checkpoint_hash=digest)

@@ -69,6 +69,29 @@ def test_member_run_directories_have_the_single_run_format(tmp_path):
     assert splits.count("test") == splits.count("ood") == 2
 
 
+def test_every_kind_of_metrics_line_has_the_same_fields_in_a_member_as_in_a_single_run(tmp_path):
+    """One recorder writes both (latentcode/record.py): train, test and ood lines (with the value-network live
+    fraction) and the snapshots of every evaluation."""
+    task, mcfg, cfgs = _setup()
+    cfgs = [dataclasses.replace(c, snapshots=True) for c in cfgs]
+    train_ensemble(mcfg, task, cfgs, [tmp_path / "e0", tmp_path / "e1"], progress=False)
+    train(mcfg, task, cfgs[0], tmp_path / "single", progress=False)
+
+    def fields(run_dir):
+        kinds = {}
+        for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+            record = json.loads(line)
+            kinds.setdefault(record["split"], set()).update(record)
+        return kinds
+
+    single, member = fields(tmp_path / "single"), fields(tmp_path / "e0")
+    assert set(single) == {"train", "test", "ood"}
+    assert member == single
+    assert "value_live_fraction" in member["ood"]
+    snaps = lambda d: sorted(p.name for p in (d / "snapshots").iterdir())  # noqa: E731
+    assert snaps(tmp_path / "e0") == snaps(tmp_path / "single") == ["step-000006", "step-000008"]
+
+
 def test_resume_after_a_crash_is_bitwise(tmp_path, monkeypatch):
     task, mcfg, cfgs = _setup()
     straight = train_ensemble(mcfg, task, cfgs, [tmp_path / "a0", tmp_path / "a1"], progress=False)
