@@ -29,7 +29,7 @@ docs: $(STAMP)
 check: lint test docs
 
 bench: $(STAMP)
-	$(PY) bench/run_all.py
+	for script in bench/bench_tasks.py bench/bench_model.py bench/bench_extract.py bench/bench_probes.py bench/train_throughput.py; do $(PY) $$script || exit 1; done
 
 clean:
 	rm -rf $(VENV) site build *.egg-info

@@ -461,13 +461,6 @@ def _run_submitit(points: list[SweepPoint], grid: Grid, *, jobs: int, cluster: s
     return results
 
 
-def grid_to_dict(grid: Grid) -> dict[str, Any]:
-    """A grid as a plain dict (for printing or writing back to YAML)."""
-    data = dataclasses.asdict(grid)
-    data["out"] = str(grid.out)
-    return data
-
-
 def main(argv: list[str] | None = None) -> int:
     """`python -m latentcode.sweep GROUP.json`: train one ensemble group that `run_sweep` wrote (exit code 0 also
     when a time limit stopped it; 2 for a refused group)."""
@@ -482,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    from latentcode.cli import time_left
+    from latentcode._process import time_left
 
     points = [SweepPoint.from_dict(d) for d in json.loads(args.spec.read_text())["points"]]
     try:
