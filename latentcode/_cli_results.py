@@ -123,7 +123,7 @@ def _cmd_pretrained(args: argparse.Namespace) -> int:
         evaluation = shipped_info(folder / name)["evaluation"]
         metric = evaluation["metric"]
         cells = [f"{split} {metric} {record[metric]:.4f}" for split, record in evaluation["results"].items()]
-        _echo(f"  {name:<24} {', '.join(cells)}")
+        _echo(f"  {name:<24} seed {evaluation['seed']}  {', '.join(cells)}")
     return 0
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "list_pretrained",
     "load_pretrained",
     "pretrained_path",
+    "pretrained_seeds",
     "require_writable_run",
     "shipped_info",
 ]
@@ -67,11 +68,36 @@ def list_pretrained() -> list[str]:
     return sorted(p.name for p in folder.iterdir() if (p / SHIPPED_FILE).is_file() and (p / CONFIG_FILE).is_file())
 
 
-def pretrained_path(name: str) -> Path:
-    """The directory of a shipped checkpoint.
+def _shipped_seed(folder: Path) -> int | None:
+    try:
+        return int(shipped_info(folder)["evaluation"]["seed"])
+    except (OSError, KeyError, TypeError, ValueError):
+        return None
+
+
+def pretrained_seeds(name: str) -> dict[int, str]:
+    """The seeds shipped under a short name: seed -> folder name. `<name>` itself holds one seed (the default,
+    recorded in its shipped.json) and `<name>-s<seed>` each other one.
+
+    >>> sorted(pretrained_seeds("fuzzy_logic-softmax"))[0]
+    0
+    """
+    folder = checkpoints_dir()
+    seeds: dict[int, str] = {}
+    for candidate in list_pretrained():
+        if candidate == name or (candidate.startswith(f"{name}-s") and candidate[len(name) + 2:].isdigit()):
+            seed = _shipped_seed(folder / candidate)
+            if seed is not None:
+                seeds.setdefault(seed, candidate)
+    return dict(sorted(seeds.items()))
+
+
+def pretrained_path(name: str, seed: int | None = None) -> Path:
+    """The directory of a shipped checkpoint: `name` itself, or with `seed` the checkpoint of that seed.
 
     Raises:
-        ValueError: no checkpoint has that name (the message lists the available names and the closest ones).
+        ValueError: no checkpoint has that name (the message lists the available names and the closest ones), or
+            that seed is not shipped (the message lists the seeds that are).
     """
     available = list_pretrained()
     if name not in available:
@@ -79,24 +105,36 @@ def pretrained_path(name: str) -> Path:
         hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
         raise ValueError(f"no shipped checkpoint named {name!r}{hint} Available: {', '.join(available) or 'none'} "
                          f"(in {checkpoints_dir()})")
-    return checkpoints_dir() / name
+    if seed is None:
+        return checkpoints_dir() / name
+    seeds = pretrained_seeds(name)
+    if seed not in seeds:
+        raise ValueError(f"no seed {seed} of {name!r} is shipped; shipped seeds: {', '.join(map(str, seeds)) or 'none'}")
+    return checkpoints_dir() / seeds[seed]
 
 
-def load_pretrained(name: str, device: str | torch.device = "cpu") -> Run:
-    """Load a shipped checkpoint by name, e.g. `load_pretrained("fuzzy_logic-hyla")`.
+def load_pretrained(name: str, device: str | torch.device = "cpu", *, seed: int | None = None) -> Run:
+    """Load a shipped checkpoint by name, e.g. `load_pretrained("fuzzy_logic-hyla")` or
+    `load_pretrained("fuzzy_logic-hyla", seed=1)`.
+
+    The short name `<task>-<variant>` is seed 0 of the paper's Table A1 setting: the first seed trained, never
+    chosen for its score (docs/checkpoints.md); every other shipped seed is `<task>-<variant>-s<seed>`.
 
     Args:
-        name: a name from `list_pretrained()`: `<task>-<variant>`.
+        name: a name from `list_pretrained()`.
         device: where to put the model.
+        seed: a seed from `pretrained_seeds(name)` (None: the checkpoint `name` itself).
 
     Returns:
         The `Run` (its `path` is the shipped directory: analyse it with an explicit `out_dir`).
 
     Raises:
-        ValueError: unknown name (the available ones are listed).
+        ValueError: unknown name or seed (the available ones are listed).
         FileNotFoundError: no checkpoints folder (see `checkpoints_dir`).
     """
-    return load_run(pretrained_path(name), device=device)
+    if not isinstance(seed, int | None) or isinstance(seed, bool):
+        raise ValueError(f"seed={seed!r} must be an integer (see pretrained_seeds({name!r})) or None")
+    return load_run(pretrained_path(name, seed), device=device)
 
 
 def require_writable_run(path: str | os.PathLike, what: str = "write into") -> None:

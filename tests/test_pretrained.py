@@ -20,6 +20,7 @@ from latentcode.pretrained import (
     is_shipped,
     list_pretrained,
     load_pretrained,
+    pretrained_seeds,
     shipped_info,
 )
 from latentcode.train import evaluate
@@ -72,6 +73,20 @@ def test_lookup_by_name_and_typo_suggestions(shipped, tiny_run):
     assert run.checkpoint_hash == tiny_run.checkpoint_hash and run.step == tiny_run.step
     with pytest.raises(ValueError, match=r"did you mean 'fuzzy_logic-hyla'.*Available: fuzzy_logic-hyla"):
         load_pretrained("fuzzy-logic-hyla")
+
+
+def test_every_shipped_seed_loads_by_name_and_seed(shipped, tmp_path):
+    """`<name>` is one seed (its shipped.json says which), `<name>-s<k>` each other seed."""
+    task = lc.get_task("fuzzy_logic", seq_len=8)
+    cfg = lc.train_config("fuzzy_logic", "tiny", seed=1)
+    other = lc.train(lc.model_config(task, "hyla", preset="tiny"), task, cfg, tmp_path / "s1", progress=False)
+    export_checkpoint(other.path, shipped / "fuzzy_logic-hyla-s1")
+    assert pretrained_seeds("fuzzy_logic-hyla") == {0: "fuzzy_logic-hyla", 1: "fuzzy_logic-hyla-s1"}
+    assert load_pretrained("fuzzy_logic-hyla", seed=1).checkpoint_hash == other.checkpoint_hash
+    assert load_pretrained("fuzzy_logic-hyla", seed=0).path == shipped / "fuzzy_logic-hyla"
+    assert load_pretrained("fuzzy_logic-hyla-s1").config.train.seed == 1
+    with pytest.raises(ValueError, match="no seed 2 of 'fuzzy_logic-hyla' is shipped; shipped seeds: 0, 1"):
+        load_pretrained("fuzzy_logic-hyla", seed=2)
 
 
 def test_missing_checkpoints_folder_says_how_to_fix(tmp_path, monkeypatch):
