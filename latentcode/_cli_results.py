@@ -153,8 +153,7 @@ def _cmd_emergence(args: argparse.Namespace) -> int:
 
     from latentcode.checkpoint import list_snapshots
     from latentcode.emergence import rule_emergence, write_emergence
-    from probes.figures import save_figure
-    from probes.figures.emergence import emergence_figure
+    from probes.figures import emergence_figure, save_figure
 
     if args.n_samples <= 0:
         raise ValueError(f"--n {args.n_samples} must be a positive number of instances")

@@ -1,7 +1,8 @@
 """Clustering of latent codes against ground truth: k-means per layer, scored by AMI, ARI and silhouette.
 
 Unsupervised counterpart of `probes.decode`: do codes fall into groups that match the rules without being
-told the rules? Set labels (fuzzy-logic `terms`) are compared as whole compositions. No plotting here.
+told the rules? Set labels (fuzzy-logic `terms`) are compared as whole compositions. Constant layers
+(`probes.degenerate`) are not clustered: k-means on rounding noise scores nothing. No plotting here.
 """
 
 from __future__ import annotations
@@ -16,6 +17,14 @@ from sklearn.metrics import adjusted_mutual_info_score, adjusted_rand_score, sil
 from probes._compat import warn_renamed
 from probes.codes import LatentCodes, _class_labels, _jsonable
 from probes.decode import LayerChoice, _single_threaded
+from probes.degenerate import (
+    CONSTANT_RTOL,
+    CodeSpread,
+    LayerSpread,
+    is_constant,
+    relative_spread,
+    warn_constant,
+)
 
 
 @dataclass(frozen=True)
@@ -30,6 +39,8 @@ class LayerClustering:
         silhouette_kmeans: silhouette of the k-means clusters themselves.
         inertia: k-means inertia.
         kmeans: the fitted `KMeans` (in memory only; `ClusteringResult.predict` uses it, `to_dict` leaves it out).
+        constant: the layer's codes were constant (`probes.degenerate`): k-means was skipped, every score
+            is NaN.
     """
 
     layer: str
@@ -39,6 +50,7 @@ class LayerClustering:
     silhouette_kmeans: float
     inertia: float
     kmeans: Any = field(default=None, repr=False, compare=False)
+    constant: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,11 @@ class ClusteringResult:
         """Layer group names, in order."""
         return [row.layer for row in self.layers]
 
+    @property
+    def constant_layers(self) -> list[str]:
+        """Layer groups whose codes were constant (not clustered)."""
+        return [row.layer for row in self.layers if row.constant]
+
     def scores(self, metric: str) -> np.ndarray:
         """One score ("ami", "ari", "silhouette", ...) per layer group."""
         if metric not in {"ami", "ari", "silhouette", "silhouette_kmeans", "inertia"}:
@@ -102,6 +119,8 @@ class ClusteringResult:
         if name not in self.layer_names:
             raise ValueError(f"layer={layer!r} was not clustered; clustered layer groups: {self.layer_names}")
         row = self.layers[self.layer_names.index(name)]
+        if row.constant:
+            raise ValueError(f"layer {name} codes were constant; k-means was skipped, there are no clusters")
         if row.kmeans is None:
             raise ValueError("this ClusteringResult holds no fitted k-means (made from JSON?); re-run cluster_codes")
         ((_, positions),) = codes.layer_groups("all" if name == "all" else [int(name)])
@@ -112,6 +131,9 @@ class ClusteringResult:
         lines = [f"k-means (k={self.k}) on {self.n_samples} rows ({', '.join(self.splits)}) vs {self.label!r}"]
         lines.append(f"{'layer':<8}{'AMI':>8}{'ARI':>8}{'silhouette':>12}{'sil. k-means':>14}")
         for r in self.layers:
+            if r.constant:
+                lines.append(f"{r.layer:<8}  constant codes: k-means skipped")
+                continue
             lines.append(
                 f"{r.layer:<8}{r.ami:>8.3f}{r.ari:>8.3f}{r.silhouette:>12.3f}{r.silhouette_kmeans:>14.3f}"
             )
@@ -150,6 +172,7 @@ def cluster_codes(
     n_init: int = 4,
     random_state: int = 0,
     silhouette_sample: int = 2000,
+    rtol: float = CONSTANT_RTOL,
 ) -> ClusteringResult:
     """Cluster codes with k-means per layer group and compare the clusters with a label.
 
@@ -163,6 +186,9 @@ def cluster_codes(
         n_init: k-means restarts.
         random_state: seed for k-means and the silhouette subsample.
         silhouette_sample: rows the silhouettes are estimated on (silhouette costs O(n²)).
+        rtol: a layer group whose codes vary by at most this fraction of their RMS is constant
+            (`probes.degenerate.CONSTANT_RTOL`): it is not clustered (NaN scores, `constant=True`) and a
+            `ConstantCodesWarning` says so.
 
     Returns:
         A `ClusteringResult`.
@@ -189,9 +215,13 @@ def cluster_codes(
         k = k or int(np.unique(ids).size)
     if not 2 <= k <= rows.n_samples:
         raise ValueError(f"k={k} must be between 2 and the number of rows ({rows.n_samples})")
-    results = []
+    results, spreads = [], []
     for layer, positions in rows.layer_groups(layers):
         X = rows._flat_axis(positions)
+        spreads.append(LayerSpread(layer, *relative_spread(X), constant=is_constant(X, rtol)))
+        if spreads[-1].constant:
+            results.append(LayerClustering(layer, *[float("nan")] * 5, constant=True))
+            continue
         kmeans = KMeans(n_clusters=k, n_init=n_init, random_state=random_state).fit(X)
         results.append(
             LayerClustering(
@@ -204,11 +234,13 @@ def cluster_codes(
                 kmeans=kmeans,
             )
         )
+    warn_constant(CodeSpread(spreads, rtol, rows.n_samples), "k-means", stacklevel=3)  # past the wrapper
     return ClusteringResult(
         label=name,
         k=k,
         n_samples=rows.n_samples,
         splits=list(rows.splits),
         layers=results,
-        params={"n_init": n_init, "random_state": random_state, "silhouette_sample": silhouette_sample},
+        params={"n_init": n_init, "random_state": random_state, "silhouette_sample": silhouette_sample,
+                "rtol": rtol},
     )

@@ -2,7 +2,8 @@
 
 An `Embedding` keeps the coordinates together with the rows they came from and those rows' labels, so
 figures can colour by any label. UMAP is imported lazily (it is slow to import and JIT-compiles on first use).
-Seeded UMAP is repeatable on one machine only, never across machines (lmcinnes/umap#153); no plotting here.
+Seeded UMAP is repeatable on one machine only, never across machines (lmcinnes/umap#153). Constant codes
+(`probes.degenerate`) are not embedded: a layout of rounding noise would look like structure. No plotting.
 """
 
 from __future__ import annotations
@@ -20,6 +21,14 @@ from sklearn.preprocessing import StandardScaler
 from probes._compat import warn_renamed
 from probes.codes import LatentCodes, _jsonable
 from probes.decode import _single_threaded
+from probes.degenerate import (
+    CONSTANT_RTOL,
+    CodeSpread,
+    LayerSpread,
+    is_constant,
+    relative_spread,
+    warn_constant,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +49,8 @@ class Embedding:
         params: parameters of the embedding (n_neighbors, min_dist, random_state, explained variance, ...).
         reducer: the fitted `PCA` or `umap.UMAP` (in memory only; `transform` uses it, `to_dict` leaves it out).
         scaler: the fitted `StandardScaler` when `standardize=True`, else None.
+        constant: the codes were constant (`probes.degenerate`): nothing was fitted and `coords` are zeros;
+            `params["relative_spread"]` says how flat they were.
     """
 
     coords: np.ndarray
@@ -53,6 +64,7 @@ class Embedding:
     params: dict[str, Any] = field(default_factory=dict)
     reducer: Any = field(default=None, repr=False, compare=False)
     scaler: Any = field(default=None, repr=False, compare=False)
+    constant: bool = False
 
     def transform(self, codes: LatentCodes) -> np.ndarray:
         """Place other codes (another split, checkpoint or model with this layout) into this picture.
@@ -64,9 +76,15 @@ class Embedding:
             float32 [codes.n_samples, 2].
 
         Raises:
-            ValueError: the embedding holds no fitted reducer (rebuilt from JSON) or the codes have another
-                layout.
+            ValueError: the embedding holds no fitted reducer (constant codes, or rebuilt from JSON) or the
+                codes have another layout.
         """
+        if self.constant:
+            relative = self.params.get("relative_spread", 0.0)
+            raise ValueError(
+                f"layer {self.layer} codes were constant (spread / RMS {relative:.1e}); nothing was "
+                "fitted to place other codes into"
+            )
         if self.reducer is None:
             raise ValueError("this Embedding holds no fitted reducer (made from JSON?); re-run embed_codes")
         ((_, positions),) = codes.layer_groups("all" if self.layer == "all" else [int(self.layer)])
@@ -188,6 +206,7 @@ def embed_codes(
     init: Literal["spectral", "pca", "random"] = "spectral",
     standardize: bool = False,
     random_state: int | None = 0,
+    rtol: float = CONSTANT_RTOL,
 ) -> Embedding:
     """Embed codes of one layer group in 2-D.
 
@@ -209,6 +228,9 @@ def embed_codes(
         standardize: z-score each feature first (off: codes are compared on their own scale).
         random_state: seed for the subsample and for UMAP (a seed makes UMAP single-threaded; None lets it
             use every core, unrepeatably).
+        rtol: codes whose spread across the embedded rows is at most this fraction of their RMS are constant
+            (`probes.degenerate.CONSTANT_RTOL`): they are not embedded, a `ConstantCodesWarning` says so, and
+            the `Embedding` has `constant=True` and zero coordinates.
 
     Returns:
         An `Embedding`.
@@ -230,14 +252,32 @@ def embed_codes(
     rows = rows[subsample(rows.size, max_points, 0 if random_state is None else random_state)]
     ((layer_name, positions),) = codes.layer_groups(layer if isinstance(layer, str) else [layer])
     X = codes._flat_axis(positions)[rows].astype(np.float64)
-    scaler = StandardScaler().fit(X) if standardize else None
-    if scaler is not None:
-        X = scaler.transform(X)
     params: dict[str, Any] = {
         "max_points": max_points,
         "standardize": standardize,
         "random_state": random_state,
     }
+    flat = LayerSpread(layer_name, *relative_spread(X), constant=is_constant(X, rtol))
+    spread = CodeSpread([flat], rtol, rows.size)
+    if spread.constant_layers:
+        # stacklevel 3: past the single-thread wrapper, at the caller of embed_codes
+        warn_constant(spread, f"{method} of layer {layer_name}", stacklevel=3)
+        params.update(relative_spread=spread.layers[0].relative, rtol=rtol, skipped="constant codes")
+        return Embedding(
+            coords=np.zeros((rows.size, 2), np.float32),
+            rows=rows,
+            method=method,
+            layer=layer_name,
+            labels={k: v[rows] for k, v in codes.labels.items()},
+            split=codes.split[rows],
+            class_names=codes.class_names(),
+            label=codes.label,
+            params=params,
+            constant=True,
+        )
+    scaler = StandardScaler().fit(X) if standardize else None
+    if scaler is not None:
+        X = scaler.transform(X)
     if method == "pca":
         pca = PCA(n_components=min(2, X.shape[1]), random_state=random_state)
         coords = np.zeros((X.shape[0], 2), np.float32)

@@ -2,7 +2,9 @@
 
 `build_report` decodes, clusters, compares rules and embeds the codes of each run, draws the figures of
 `probes.figures` with plotly (plotly.js embedded once, so the page works offline), and puts the variants side
-by side. It reads only what it is given (`RunInput`); finding run directories is the CLI's job.
+by side. Layers whose codes are constant (`probes.degenerate`) are named in a warning at the top of the page
+and in the summary table, and their figures say "constant codes". It reads only what it is given
+(`RunInput`); finding run directories is the CLI's job.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import html
 import json
 import logging
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +25,7 @@ from tqdm.auto import tqdm
 from probes.cluster import ClusteringResult, cluster_codes
 from probes.codes import LatentCodes, _atomic_write, _jsonable
 from probes.decode import DecodingResult, decode_rules
+from probes.degenerate import CONSTANT_RTOL, CodeSpread, ConstantCodesWarning, code_spread, warn_constant
 from probes.embed import Embedding, embed_codes
 from probes.figures import (
     code_heatmap_figure,
@@ -71,7 +75,11 @@ class RunInput:
 
 @dataclass(frozen=True)
 class RunAnalysis:
-    """Everything computed for one run (None where the run has no codes)."""
+    """Everything computed for one run (None where the run has no codes).
+
+    `spread` holds the constant-codes check of each layer group (`probes.degenerate.code_spread`), made before
+    any analysis; `errors` the analyses that could not run, with why.
+    """
 
     run: RunInput
     decoding: DecodingResult | None = None
@@ -80,6 +88,12 @@ class RunAnalysis:
     topographic: TopographicResult | None = None
     embedding: Embedding | None = None
     errors: dict[str, str] = field(default_factory=dict)
+    spread: CodeSpread | None = None
+
+    @property
+    def constant_layers(self) -> list[str]:
+        """Layer groups whose codes are constant ("0", ..., "all"); empty without codes."""
+        return self.spread.constant_layers if self.spread is not None else []
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe summary (embedding coordinates left out)."""
@@ -100,7 +114,10 @@ class RunAnalysis:
                 "layer": self.embedding.layer,
                 "n_samples": self.embedding.n_samples,
                 "params": self.embedding.params,
+                "constant": self.embedding.constant,
             }
+        out["constant_layers"] = self.constant_layers
+        out["code_spread"] = self.spread.to_dict() if self.spread is not None else None
         out["errors"] = self.errors
         return _jsonable(out)
 
@@ -112,34 +129,42 @@ def analyse_run(
     max_points: int = 3000,
     random_state: int = 0,
     progress: bool | None = None,
+    rtol: float = CONSTANT_RTOL,
 ) -> RunAnalysis:
     """Run decoding, clustering, rule similarity, topographic similarity and an embedding on one run's codes.
 
-    An analysis that cannot run on these codes (e.g. a single class in the train split) is recorded in
-    `errors` and left out, so one odd run does not sink the whole report.
+    First each layer's codes are checked: constant layers (spread / RMS <= `rtol`, `probes.degenerate`) get
+    one `ConstantCodesWarning` naming the run, are recorded in `spread`, and are skipped by k-means and the
+    embedding. An analysis that cannot run on these codes (e.g. a single class in the train split) is
+    recorded in `errors` and left out, so one odd run does not sink the whole report.
     """
     codes = run.codes
     if codes is None:
         return RunAnalysis(run)
+    spread = code_spread(codes, "each+all", rtol=rtol)
+    warn_constant(spread, f"run {run.name}")
     results: dict[str, Any] = {}
     errors: dict[str, str] = {}
     steps = {
         "decoding": lambda: decode_rules(codes, random_state=random_state, progress=progress),
-        "clustering": lambda: cluster_codes(codes, random_state=random_state),
-        "similarity": lambda: rule_similarity(codes, layer="last"),
-        "topographic": lambda: topographic_similarity(codes, random_state=random_state),
+        "clustering": lambda: cluster_codes(codes, random_state=random_state, rtol=rtol),
+        "similarity": lambda: rule_similarity(codes, layer="last", rtol=rtol),
+        "topographic": lambda: topographic_similarity(codes, random_state=random_state, rtol=rtol),
         # 200 epochs (umap's own choice above 10,000 rows) keep a report of several runs to seconds per run
         "embedding": lambda: embed_codes(
-            codes, embed_method, "last", max_points=max_points, n_epochs=200, random_state=random_state
+            codes, embed_method, "last", max_points=max_points, n_epochs=200, random_state=random_state,
+            rtol=rtol,
         ),
     }
     for name, step in steps.items():
         try:
-            results[name] = step()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConstantCodesWarning)  # said once above, for the whole run
+                results[name] = step()
         except ValueError as err:
             logger.warning("run %s: %s skipped: %s", run.name, name, err)
             errors[name] = str(err)
-    return RunAnalysis(run, errors=errors, **results)
+    return RunAnalysis(run, errors=errors, spread=spread, **results)
 
 
 def _cell(value: Any) -> str:
@@ -164,6 +189,7 @@ def _summary_rows(analyses: Mapping[str, RunAnalysis]) -> list[tuple[str, list[s
         return name, cells
 
     rows = [row("variant", lambda a: a.run.variant), row("task", lambda a: a.run.codes.task)]
+    rows.append(row("constant codes (layers)", lambda a: ", ".join(a.spread.constant_layers) or "none"))
     rows += [
         row(k, lambda a, k=k: a.run.summary[k]) for k in dict.fromkeys(k for a in runs for k in a.run.summary)
     ]
@@ -210,6 +236,11 @@ class _Page:
     def note(self, text: str) -> None:
         self.add(f'<p class="note">{html.escape(text)}</p>')
 
+    def warning(self, title: str, items: list[str]) -> None:
+        entries = "".join(f"<li>{html.escape(item)}</li>" for item in items)
+        head = f"<strong>{html.escape(title)}</strong>"
+        self.add(f'<div class="warning" role="alert">{head}<ul>{entries}</ul></div>')
+
     def pre(self, text: str) -> None:
         self.add(f"<pre>{html.escape(text)}</pre>")
 
@@ -240,6 +271,8 @@ th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }
 tbody th { text-align: left; font-weight: normal; }
 pre { background: #f6f6f6; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
 .note { color: #666; font-style: italic; }
+.warning { background: #fff4d6; border-left: 4px solid #e0a800; padding: 0.5em 1em; margin: 1em 0; }
+.warning ul { margin: 0.3em 0 0 0; padding-left: 1.2em; }
 nav a { margin-right: 1em; }
 """
 
@@ -264,6 +297,7 @@ def build_report(
     max_points: int = 3000,
     random_state: int = 0,
     progress: bool | None = None,
+    rtol: float = CONSTANT_RTOL,
 ) -> Path:
     """Analyse every run and write `out_dir/report.html` (self-contained) and `out_dir/summary.json`.
 
@@ -275,6 +309,8 @@ def build_report(
         max_points: rows embedded per run (a seeded subsample; UMAP on 3,000 rows takes seconds).
         random_state: seed of every analysis.
         progress: progress bar over runs (None: only on a terminal).
+        rtol: codes varying by at most this fraction of their RMS are constant (`probes.degenerate`); they are
+            named in a warning at the top of the page.
 
     Returns:
         The path of report.html.
@@ -293,7 +329,12 @@ def build_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     analyses = {
         name: analyse_run(
-            run, embed_method=embed_method, max_points=max_points, random_state=random_state, progress=False
+            run,
+            embed_method=embed_method,
+            max_points=max_points,
+            random_state=random_state,
+            progress=False,
+            rtol=rtol,
         )
         for name, run in tqdm(runs.items(), desc="report", disable=None if progress is None else not progress)
     }
@@ -305,6 +346,12 @@ def build_report(
         + "".join(f'<a href="#{s.lower().replace(" ", "-")}">{html.escape(s)}</a>' for s in sections)
         + "</nav>"
     )
+    flat = {name: a.spread for name, a in analyses.items() if a.constant_layers}
+    if flat:
+        page.warning(
+            "Constant codes: the figures and scores of these layers show no structure, only rounding noise.",
+            [f"{name}: {spread.message()}" for name, spread in flat.items()],
+        )
 
     page.heading(sections[0])
     page.table(["", *runs], _summary_rows(analyses))
@@ -320,7 +367,8 @@ def build_report(
     with_metrics = {name: run.metrics for name, run in runs.items() if run.metrics}
     if with_metrics:
         try:
-            page.figure(training_curves_figure(with_metrics))
+            variants = {name: run.variant for name, run in runs.items()}
+            page.figure(training_curves_figure(with_metrics, variants=variants))
         except ValueError as err:
             page.note(str(err))
     else:
@@ -332,6 +380,7 @@ def build_report(
         "splits. Chance = uniform guess; majority = rate of the train-majority class on the same split."
     )
     groups: dict[tuple, dict[str, DecodingResult]] = {}
+    constant = {name: a.constant_layers for name, a in analyses.items()}
     for name, a in analyses.items():
         if not _no_codes(page, a, "decoding"):
             groups.setdefault((a.decoding.task, a.decoding.label, len(a.decoding.class_names)), {})[name] = (
@@ -339,7 +388,7 @@ def build_report(
             )
     for (task, label, _), results in groups.items():
         page.heading(f"{task or 'codes'}: {label}", level=3)
-        page.figure(decoding_figure(results))
+        page.figure(decoding_figure(results, constant_layers={n: constant[n] for n in results}))
         for name, result in results.items():
             page.add(f"<h4>{html.escape(name)}</h4>")
             page.pre(result.table())
@@ -357,7 +406,10 @@ def build_report(
                 page.pre(
                     "topographic similarity (Spearman ρ between code distances and "
                     f"{topo.distance} distances of {topo.label!r}, {topo.n_pairs} pairs): "
-                    + ", ".join(f"layer {n}: {r:.3f}" for n, r in zip(topo.layers, topo.rho, strict=True))
+                    + ", ".join(
+                        f"layer {n}: " + ("constant codes" if n in topo.constant_layers else f"{r:.3f}")
+                        for n, r in zip(topo.layers, topo.rho, strict=True)
+                    )
                 )
 
     page.heading(sections[4])

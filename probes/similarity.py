@@ -2,7 +2,8 @@
 
 `rule_similarity` is the paper's Fig. 5E (cosine similarity between the average code of each rule).
 `topographic_similarity` asks whether instances with similar rule assignments have similar codes (Spearman
-correlation of pairwise distances, on a seeded sample of pairs, with an optional permutation test). No plotting.
+correlation of pairwise distances, on a seeded sample of pairs, with an optional permutation test). Both mark
+constant codes (`probes.degenerate`): the ranks of rounding noise are not a topographic score. No plotting.
 """
 
 from __future__ import annotations
@@ -16,6 +17,14 @@ from scipy.stats import rankdata
 from probes._compat import renamed_kwargs, warn_renamed
 from probes.codes import LatentCodes, _class_labels, _jsonable
 from probes.decode import LayerChoice, _single_threaded
+from probes.degenerate import (
+    CONSTANT_RTOL,
+    CodeSpread,
+    LayerSpread,
+    is_constant,
+    relative_spread,
+    warn_constant,
+)
 
 
 @dataclass(frozen=True)
@@ -79,6 +88,8 @@ class RuleSimilarity:
         counts: rows per class.
         layer: layer group the mean codes span ("all", or a model layer).
         centered: whether the grand mean code was subtracted before the cosine.
+        constant: the codes were constant (`probes.degenerate`): every class has the same mean code, so the
+            uncentered cosines are 1 and the centered ones (rounding noise) are NaN.
     """
 
     label: str
@@ -87,6 +98,7 @@ class RuleSimilarity:
     counts: np.ndarray
     layer: str
     centered: bool
+    constant: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict."""
@@ -110,6 +122,7 @@ def rule_similarity(
     *,
     split: str | list[str] | None = None,
     center: bool = False,
+    rtol: float = CONSTANT_RTOL,
 ) -> RuleSimilarity:
     """Cosine similarity between the mean codes of each class (rule) of `label`.
 
@@ -120,6 +133,7 @@ def rule_similarity(
         split: restrict to these split(s) (default: every row).
         center: subtract the mean code over all rows first (softmax codes are positive, so uncentered cosines
             are all high; centering shows how each rule departs from the average code).
+        rtol: codes varying by at most this fraction of their RMS are constant (`probes.degenerate`).
 
     Returns:
         A `RuleSimilarity`.
@@ -127,14 +141,17 @@ def rule_similarity(
     ((layer, positions),) = codes.layer_groups(layer if isinstance(layer, str) else [layer])
     means = class_means(codes, label, split)
     flat = means.means[:, positions].reshape(len(means.class_names), -1)
+    rows = codes.select(split=split) if split is not None else codes
+    constant = is_constant(rows._flat_axis(positions), rtol)
     if center:
-        rows = codes.select(split=split) if split is not None else codes
         flat = flat - rows._flat_axis(positions).astype(np.float64).mean(axis=0)
     norms = np.linalg.norm(flat, axis=1, keepdims=True)
     with np.errstate(all="ignore"):
         unit = flat / norms
     similarity = np.clip(unit @ unit.T, -1.0, 1.0)
-    return RuleSimilarity(means.label, means.class_names, similarity, means.counts, layer, center)
+    if constant and center:  # what is left after centering is rounding noise
+        similarity = np.full_like(similarity, np.nan)
+    return RuleSimilarity(means.label, means.class_names, similarity, means.counts, layer, center, constant)
 
 
 @dataclass(frozen=True)
@@ -150,6 +167,7 @@ class TopographicResult:
         p_value: per layer group, one-sided permutation p-value (assignments shuffled across rows), or None.
         n_pairs: pairs of distinct rows used.
         n_permutations: permutations behind the p-values.
+        constant_layers: layer groups whose codes were constant (`probes.degenerate`); their rho is NaN.
     """
 
     label: str
@@ -160,6 +178,7 @@ class TopographicResult:
     p_value: np.ndarray | None
     n_pairs: int
     n_permutations: int
+    constant_layers: list[str] = field(default_factory=list)
 
     @property
     def assignment(self) -> str:
@@ -200,6 +219,7 @@ def topographic_similarity(
     n_pairs: int = 20000,
     n_permutations: int = 0,
     random_state: int = 0,
+    rtol: float = CONSTANT_RTOL,
 ) -> TopographicResult:
     """Topographic similarity: do rows with similar rule assignments have similar codes?
 
@@ -215,6 +235,8 @@ def topographic_similarity(
         n_permutations: if > 0, shuffle assignments across rows this many times for a one-sided p-value
             (1 + #{rho_perm >= rho}) / (1 + n_permutations).
         random_state: seed for the pair sample and the permutations.
+        rtol: a layer group whose codes vary by at most this fraction of their RMS is constant
+            (`probes.degenerate.CONSTANT_RTOL`): its rho stays NaN and a `ConstantCodesWarning` says so.
 
     Returns:
         A `TopographicResult`.
@@ -248,8 +270,12 @@ def topographic_similarity(
     groups = rows.layer_groups(layers)
     rho = np.full(len(groups), np.nan)
     p_value = np.full(len(groups), np.nan) if n_permutations else None
-    for g, (_, positions) in enumerate(groups):
+    spreads = []
+    for g, (name, positions) in enumerate(groups):
         X = rows._flat_axis(positions).astype(np.float64)
+        spreads.append(LayerSpread(name, *relative_spread(X), constant=is_constant(X, rtol)))
+        if spreads[-1].constant:
+            continue
         if metric == "cosine":
             X = X / np.where(
                 np.linalg.norm(X, axis=1, keepdims=True) > 0, np.linalg.norm(X, axis=1, keepdims=True), 1
@@ -259,6 +285,8 @@ def topographic_similarity(
         if n_permutations and np.isfinite(rho[g]):
             null = [_spearman(ranked, (values[p[i]] != values[p[j]]).sum(axis=1)) for p in permutations]
             p_value[g] = (1 + np.sum(np.asarray(null) >= rho[g])) / (1 + n_permutations)
+    spread = CodeSpread(spreads, rtol, rows.n_samples)
+    warn_constant(spread, "topographic similarity", stacklevel=4)  # past the two decorators
     return TopographicResult(
         label=label,
         distance=distance,
@@ -268,4 +296,5 @@ def topographic_similarity(
         p_value=p_value,
         n_pairs=int(i.size),
         n_permutations=n_permutations,
+        constant_layers=spread.constant_layers,
     )

@@ -96,7 +96,7 @@ def test_the_command_writes_the_table_and_its_figure_and_never_overwrites(snap_r
 
 
 def test_the_figure_draws_every_layer_and_both_floors(rows):
-    from probes.figures.emergence import emergence_figure
+    from probes.figures import emergence_figure
 
     figure = emergence_figure(rows, title="t")
     fig = figure.plotly()

@@ -7,10 +7,11 @@ writes png/svg/pdf (matplotlib) and standalone html (plotly). Nothing here compu
 
 The families live in submodules: `decoding` (accuracy per layer, per-term F1), `codes` (embeddings, rule
 similarity, mean-code heatmaps), `runs` (metric per variant, training curves) and `save`; `_base` holds what they
-share. Import from `probes.figures` (or `probes`), not from the submodules.
+share; `experiments` draws the tables of the intervention experiments. Import from `probes.figures` (or
+`probes`), not from the submodules.
 """
 
-from probes.figures._base import INTERACTIVE_FORMATS, STATIC_FORMATS, code_value_label
+from probes.figures._base import CONSTANT_TEXT, INTERACTIVE_FORMATS, STATIC_FORMATS, code_value_label
 from probes.figures.codes import (
     CodeHeatmapFigure,
     EmbeddingFigure,
@@ -21,16 +22,21 @@ from probes.figures.codes import (
     similarity_figure,
 )
 from probes.figures.decoding import DecodingFigure, TermF1Figure, decoding_figure, term_f1_figure
+from probes.figures.emergence import EmergenceFigure, emergence_figure
+from probes.figures.experiments import ExperimentFigure, experiment_figure
 from probes.figures.runs import TrainingCurvesFigure, VariantFigure, training_curves_figure, variant_figure
 from probes.figures.save import save_figure
 
 __all__ = [
+    "CONSTANT_TEXT",
     "INTERACTIVE_FORMATS",
     "STATIC_FORMATS",
     "CodeHeatmapFigure",
     "DecodingFigure",
     "EmbeddingFigure",
     "EmbeddingPanel",
+    "EmergenceFigure",
+    "ExperimentFigure",
     "SimilarityFigure",
     "TermF1Figure",
     "TrainingCurvesFigure",
@@ -39,6 +45,8 @@ __all__ = [
     "code_value_label",
     "decoding_figure",
     "embedding_figure",
+    "emergence_figure",
+    "experiment_figure",
     "save_figure",
     "similarity_figure",
     "term_f1_figure",

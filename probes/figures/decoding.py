@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from probes.decode import DecodingResult, TermDecodingResult
-from probes.figures._base import _axes_row, _ordered_layers, _palette
+from probes.figures._base import CONSTANT_TEXT, _axes_row, _ordered_layers, _palette
 
 # ----------------------------------------------------------------------------------------------------------------
 # Decoding accuracy per layer (paper Fig. 5F, Fig. 2B)
@@ -27,6 +27,9 @@ class DecodingFigure:
         majority: (run, split) -> majority-class rate on that split.
         metric: "accuracy" or "macro_f1".
         title: figure title.
+        constant: run -> its layers whose codes were constant (`probes.degenerate`): named "constant codes"
+            on the x axis (with the runs, when not every run's are) and shaded when every run's are, since a
+            probe of them reads rounding noise.
     """
 
     layers: list[str]
@@ -35,10 +38,24 @@ class DecodingFigure:
     majority: dict[tuple[str, str], float]
     metric: str
     title: str
+    constant: dict[str, list[str]] = field(default_factory=dict)
 
     def _label(self, run: str, split: str) -> str:
         runs = {r for r, _ in self.series}
         return split if len(runs) == 1 else f"{run} · {split}"
+
+    def _flat_everywhere(self, layer: str) -> bool:
+        """Whether `layer`'s codes were constant in every run drawn (its column is then shaded)."""
+        runs = list(dict.fromkeys(r for r, _ in self.series))
+        return all(layer in self.constant.get(r, []) for r in runs)
+
+    def _tick(self, layer: str, sep: str) -> str:
+        """The x tick of `layer`, saying whether its codes were constant (in which runs, when runs differ)."""
+        runs = list(dict.fromkeys(r for r, _ in self.series))
+        flat = [r for r in runs if layer in self.constant.get(r, [])]
+        if not flat:
+            return layer
+        return f"{layer}{sep}{CONSTANT_TEXT}" + ("" if len(flat) == len(runs) else f" ({', '.join(flat)})")
 
     def plot(self, ax: Axes | None = None) -> Figure:
         """Draw on `ax` (or a new figure) and return the figure."""
@@ -53,7 +70,10 @@ class DecodingFigure:
             self.chance, color="grey", linestyle="--", linewidth=1, label=f"chance ({self.chance:.3f})"
         )
         ax.plot([], [], color="black", linestyle=":", linewidth=1, label="majority class")
-        ax.set_xticks(x, self.layers)
+        for i, layer in enumerate(self.layers):
+            if self._flat_everywhere(layer):
+                ax.axvspan(i - 0.25, i + 0.25, color="0.92", zorder=0)
+        ax.set_xticks(x, [self._tick(layer, "\n") for layer in self.layers])
         ax.set_xlabel("layer")
         ax.set_ylabel(self.metric.replace("_", "-"))
         ax.set_ylim(0, 1.02)
@@ -103,6 +123,13 @@ class DecodingFigure:
             yaxis_range=[0, 1.02],
             xaxis_type="category",
         )
+        ticks = [self._tick(layer, "<br>") for layer in self.layers]
+        if ticks != self.layers:
+            fig.update_xaxes(tickvals=self.layers, ticktext=ticks)
+            for i, layer in enumerate(self.layers):
+                if self._flat_everywhere(layer):
+                    fig.add_vrect(x0=i - 0.25, x1=i + 0.25, fillcolor="#d9d9d9", opacity=0.5, line_width=0,
+                                  layer="below")
         return fig
 
 
@@ -111,6 +138,7 @@ def decoding_figure(
     splits: Sequence[str] | None = None,
     metric: str = "accuracy",
     title: str | None = None,
+    constant_layers: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
 ) -> DecodingFigure:
     """Decoding accuracy (or macro-F1) per layer with chance and majority lines (paper Fig. 5F / 2B).
 
@@ -119,6 +147,9 @@ def decoding_figure(
         splits: evaluation splits to draw (default: test and ood where evaluated, else every split).
         metric: "accuracy" or "macro_f1".
         title: figure title (default names the label).
+        constant_layers: layers whose codes were constant (`code_spread(...).constant_layers` of
+            `probes.degenerate`), marked "constant codes": a list (every run) or run name -> list. Default:
+            each result's own `constant_layers` where it has one, else none.
 
     Returns:
         A `DecodingFigure`.
@@ -137,6 +168,12 @@ def decoding_figure(
             by_layer = dict(zip(result.layer_names, scores, strict=True))
             series[run, split] = [float(by_layer.get(layer, np.nan)) for layer in layers]
             majority[run, split] = result.baselines[split].majority
+    if constant_layers is None:
+        constant = {run: list(getattr(result, "constant_layers", None) or []) for run, result in runs.items()}
+    elif isinstance(constant_layers, Mapping):
+        constant = {str(run): [str(x) for x in layers_] for run, layers_ in constant_layers.items()}
+    else:
+        constant = {run: [str(x) for x in constant_layers] for run in runs}
     first = next(iter(runs.values()))
     what = "term sets" if first.kind == "sets" else repr(first.label)
     return DecodingFigure(
@@ -146,6 +183,7 @@ def decoding_figure(
         majority=majority,
         metric=metric,
         title=title or f"Decoding {what} from latent codes (probe fit on train)",
+        constant={run: layers_ for run, layers_ in constant.items() if layers_},
     )
 
 

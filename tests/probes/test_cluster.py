@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from probes import class_vector, cluster_codes
+from probes import LatentCodes, class_vector, cluster_codes
+from probes.degenerate import ConstantCodesWarning
 
 
 def test_planted_clusters_match_rules(make_sraven):
@@ -64,3 +65,23 @@ def test_fitted_kmeans_assigns_new_codes_as_the_fit_did(make_sraven):
     assert all("kmeans" not in row for row in result.to_dict()["layers"]) and json.dumps(result.to_dict())
     with pytest.raises(ValueError, match="was not clustered"):
         result.predict(codes, layer=7)
+
+
+def test_constant_layers_are_not_clustered(make_sraven):
+    codes = make_sraven(n=400, structure="rule", planted_layers=(1, 2), noise=0.2)
+    array = codes.codes.copy()
+    array[:, 0] = array[:1, 0] * (1 + 1e-5 * np.random.default_rng(0).normal(size=array[:, 0].shape))
+    flat = LatentCodes(array, codes.labels, codes.split, codes.meta)
+    with pytest.warns(ConstantCodesWarning, match=r"k-means: constant codes in layer 0 ") as caught:
+        result = cluster_codes(flat)
+    assert len(caught) == 1 and caught[0].filename == __file__
+    assert result.constant_layers == ["0"]
+    row = result.layers[0]
+    assert row.constant and row.kmeans is None
+    assert np.isnan([row.ami, row.ari, row.silhouette, row.inertia]).all()
+    assert result.layers[1].ami > 0.9 and not result.layers[-1].constant  # the live layers and "all" are kept
+    assert "constant codes: k-means skipped" in result.table().splitlines()[2]
+    data = json.loads(json.dumps(result.to_dict(), allow_nan=False))
+    assert data["layers"][0]["constant"] is True and data["layers"][0]["ami"] is None
+    with pytest.raises(ValueError, match="constant"):
+        result.predict(flat, layer=0)

@@ -1,10 +1,13 @@
 """UMAP and PCA views: shapes, finiteness, row bookkeeping, and (UMAP) repeatability as a neighbourhood property."""
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.neighbors import NearestNeighbors
 
-from probes import embed_codes, subsample
+from probes import LatentCodes, embed_codes, subsample
+from probes.degenerate import ConstantCodesWarning
 
 
 def _neighbours(coords, k=10):
@@ -100,3 +103,29 @@ def test_tiny_inputs_start_from_pca_and_record_it(sraven, caplog):
     caplog.set_level(logging.INFO, logger="probes.embed")
     emb = embed_codes(sraven, "umap", max_points=60, n_neighbors=5, n_epochs=20)
     assert emb.params["init"] == "pca" and "unreliable below 100 rows" in caplog.text
+
+
+def _flatten_layer(codes, layer, noise=0.0, seed=0):
+    """`codes` with model layer `layer` made constant: every row the first row's code, plus tiny noise."""
+    array = codes.codes.copy()
+    rng = np.random.default_rng(seed)
+    array[:, layer] = array[:1, layer] + noise * rng.normal(size=array[:, layer].shape)
+    return LatentCodes(array, codes.labels, codes.split, codes.meta)
+
+
+@pytest.mark.parametrize("method", [pytest.param("umap", id="umap"), pytest.param("pca", id="pca")])
+def test_constant_codes_are_not_embedded(make_sraven, method):
+    codes = _flatten_layer(make_sraven(n=300), layer=2, noise=1e-5)  # a dead layer: float noise only
+    with pytest.warns(ConstantCodesWarning, match=r"layer 2") as caught:
+        emb = embed_codes(codes, method, layer="last", standardize=True)
+    assert caught[0].filename == __file__  # the warning points at the caller, past the decorator
+    assert emb.constant and emb.reducer is None and emb.params["skipped"] == "constant codes"
+    assert emb.params["relative_spread"] < 1e-4 and emb.coords.shape == (300, 2) and not emb.coords.any()
+    np.testing.assert_array_equal(emb.labels["rule"], codes.labels["rule"][emb.rows])
+    assert emb.to_dict()["constant"] is True
+    with pytest.raises(ValueError, match="constant"):
+        emb.transform(codes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConstantCodesWarning)
+        live = embed_codes(codes, "pca", layer=1)  # the live layers still embed, silently
+    assert not live.constant and live.coords.any()

@@ -7,6 +7,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from probes import (
+    LatentCodes,
     code_heatmap_figure,
     decode_rules,
     decoding_figure,
@@ -19,6 +20,8 @@ from probes import (
     training_curves_figure,
     variant_figure,
 )
+from probes.degenerate import ConstantCodesWarning
+from probes.figures import CONSTANT_TEXT, experiment_figure
 
 
 @pytest.fixture(scope="module")
@@ -82,15 +85,104 @@ def test_embedding_figure_by_rule_and_target(sraven):
     assert sum(len(t.x) for t in traces) == embedding.coords.shape[0]
 
 
-def test_embedding_figure_continuous_and_set_labels(fuzzy):
+def _domains(fig):
+    """x domain [start, end] of each plotly panel, in panel order (xaxis, xaxis2, ...)."""
+    layout = fig.layout.to_plotly_json()
+    names = sorted((k for k in layout if k.startswith("xaxis")), key=lambda k: int(k[5:] or 1))
+    return [list(layout[name]["domain"]) for name in names]
+
+
+def test_set_labels_get_a_categorical_palette_and_a_legend_per_panel(fuzzy):
     display = embedding_figure(embed_codes(fuzzy, "pca", layer="all"), color_by=["terms", "target", "split"])
     terms, target, split = display.panels
-    assert not terms.categorical  # more compositions than a legend holds: coloured by id
-    assert not target.categorical and split.categorical
-    assert len(display.plotly().data) == 1 + 1 + len(split.categories)
-    assert len([ax for ax in display.plot().axes if ax.get_title()]) == 3
+    compositions = {tuple(row) for row in np.sort(fuzzy.labels["terms"], axis=1)}
+    assert len(compositions) > 24  # more term pairs than the old limit that fell back to a colour scale
+    assert terms.categorical and len(terms.categories) == len(compositions)
+    assert set(terms.categories) == {f"{a}+{b}" for a, b in compositions}
+    assert not target.categorical and split.categorical  # only a real-valued label is continuous
+    assert split.categories == ["train", "test", "ood", "novel_terms"]  # split order, not alphabetical
+    colors = terms.colors()
+    assert len(set(colors)) == len(colors)  # one distinct colour per term pair
+    fig = display.plotly()
+    assert len(fig.data) == len(terms.categories) + 1 + len(split.categories)
+    by_terms = [t for t in fig.data if t.legendgroup == "terms"]
+    assert [t.name for t in by_terms] == terms.categories
+    assert all(t.marker.colorscale is None and isinstance(t.marker.color, str) for t in by_terms)
+    # each categorical panel has its own legend, the continuous one a colour bar and no legend entry
+    assert {t.legend for t in by_terms} == {"legend"} and {t.legend for t in fig.data[-3:]} == {"legend3"}
+    (continuous,) = [t for t in fig.data if t.marker.colorbar.title.text == "target"]
+    assert continuous.showlegend is False and list(continuous.marker.color) == list(target.values)
+    mpl = display.plot()
+    scatter_axes = mpl.axes[:3]
+    assert [ax.get_legend() is not None for ax in scatter_axes] == [True, False, True]
+    legend_texts = [t.get_text() for t in scatter_axes[0].get_legend().get_texts()]
+    assert legend_texts == terms.categories
+    assert [ax.get_label() for ax in mpl.axes[3:]] == ["<colorbar>"]  # one colour bar: target's
     with pytest.raises(ValueError, match="color_by"):
         embedding_figure(embed_codes(fuzzy, "pca"), color_by=["colour"])
+
+
+def test_keys_of_side_by_side_panels_do_not_overlap(fuzzy):
+    """The report's "UMAP by terms / by target": each legend or colour bar sits between its panel and the
+    next."""
+    display = embedding_figure(embed_codes(fuzzy, "pca"), color_by=["target", "prediction", "terms", "split"])
+    fig = display.plotly()
+    domains = _domains(fig)
+    assert len(domains) == 4
+    bars = [t.marker.colorbar for t in fig.data if t.marker.colorbar.title.text in ("target", "prediction")]
+    legends = [fig.layout.legend3, fig.layout.legend4]
+    keys = [bar.x for bar in bars] + [legend.x for legend in legends]
+    for (_, end), (start, _), key in zip(domains, domains[1:] + [[1.0, 1.0]], keys, strict=True):
+        assert end < key < start or (start == 1.0 and end < key < 1.0)
+    for (_, end), (start, _), bar in zip(domains[:2], domains[1:3], bars, strict=True):
+        gap_px = (start - end) * fig.layout.width
+        assert gap_px > bar.thickness + 40  # the bar and its tick labels fit in the gap
+
+
+def test_labels_with_too_many_values_keep_the_most_frequent_and_grey_the_rest(make_sraven):
+    codes = make_sraven(n=1200)
+    display = embedding_figure(embed_codes(codes, "pca", max_points=None), color_by=["rules"])
+    (panel,) = display.panels
+    tuples = {tuple(row) for row in np.sort(codes.labels["rules"], axis=1)}
+    assert len(tuples) > 80 and panel.categorical and len(panel.categories) == 80
+    other = panel.categories[-1]
+    assert other == f"other ({len(tuples) - 79} values)" and panel.colors()[-1] == "#bbbbbb"
+    counts = {c: int((panel.values == c).sum()) for c in panel.categories[:-1]}
+    assert min(counts.values()) >= max(  # kept: at least as frequent as any bucketed value
+        int((np.array(["+".join(map(str, r)) for r in np.sort(codes.labels["rules"], 1)]) == v).sum())
+        for v in {"+".join(map(str, t)) for t in tuples} - set(counts)
+    )
+
+
+def test_constant_codes_are_not_embedded_and_the_figure_says_so(make_fuzzy):
+    codes = make_fuzzy(n=300)
+    flat = LatentCodes(np.broadcast_to(codes.codes[:1], codes.codes.shape) + 1e-6 * codes.codes, codes.labels,
+                       codes.split, codes.meta)
+    with pytest.warns(ConstantCodesWarning, match="layer 1"):
+        embedding = embed_codes(flat, "umap", layer="last")
+    display = embedding_figure(embedding)
+    assert display.constant and embedding.constant
+    fig = display.plot()
+    scatter_axes = [ax for ax in fig.axes if ax.get_title()]
+    assert len(scatter_axes) == 2 and not any(ax.collections for ax in scatter_axes)
+    assert all(CONSTANT_TEXT in " ".join(t.get_text() for t in ax.texts) for ax in scatter_axes)
+    plotly = display.plotly()
+    assert len(plotly.data) == 0
+    assert sum(CONSTANT_TEXT in a.text for a in plotly.layout.annotations) == 2
+
+
+def test_the_palette_gives_distinct_readable_colours():
+    from matplotlib.colors import to_rgb
+
+    from probes.figures._base import _palette
+
+    for n in (8, 20, 66, 120):
+        colors = _palette(n)
+        assert len(colors) == n and len(set(colors)) == n
+    rgb = np.array([to_rgb(c) for c in _palette(120)])
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    luminance = linear @ [0.2126, 0.7152, 0.0722]  # relative luminance (WCAG); white is 1
+    assert luminance.max() < 0.75  # nothing near white, which vanishes on a white or light-grey page
 
 
 def test_similarity_figure(sraven):
@@ -223,3 +315,122 @@ def test_save_figure_plain_figures_and_errors(tmp_path, sraven):
         save_figure(display.plot(), tmp_path / "mpl", formats=("html",))
     with pytest.raises(ValueError, match="jpg"):
         save_figure(display, tmp_path / "x", formats=("jpg",))
+
+
+def test_training_curves_colour_by_variant_dash_by_split_and_log_loss():
+    rows = _metrics_rows()
+    runs = {"hyla-s0": rows, "hyla-s1": rows, "softmax-s0": rows}
+    variants = {"hyla-s0": "hyla", "hyla-s1": "hyla", "softmax-s0": "softmax"}
+    display = training_curves_figure(runs, variants=variants)
+    fig = display.plot()
+    loss_ax = fig.axes[0]
+    assert loss_ax.get_yscale() == "log" and fig.axes[1].get_yscale() == "linear"
+    assert "log" in loss_ax.get_ylabel()
+    lines = {line.get_label(): line for line in loss_ax.get_lines()}
+    assert len(lines) == 3 * 3
+    color = {name: line.get_color() for name, line in lines.items()}
+    assert color["hyla-s0 · train"] == color["hyla-s1 · ood"] != color["softmax-s0 · train"]  # by variant
+    style = {name: line.get_linestyle() for name, line in lines.items()}
+    assert len({style[f"hyla-s0 · {s}"] for s in ("train", "test", "ood")}) == 3  # line style = split
+    assert style["hyla-s0 · test"] == style["softmax-s0 · test"]
+    legend = [t.get_text() for t in fig.axes[-1].get_legend().get_texts()]
+    assert legend == ["hyla", "softmax", "train", "test", "ood"]
+    plotly = display.plotly()
+    assert plotly.layout.yaxis.type == "log" and plotly.layout.yaxis2.type != "log"
+    assert {t.legendgroup for t in plotly.data} == {"hyla", "softmax"}
+    titles = [t.legendgrouptitle.text for t in plotly.data if t.legendgrouptitle.text]
+    assert titles == ["hyla", "softmax"]
+    dashes = {(t.name, t.xaxis): t.line.dash for t in plotly.data}
+    assert dashes["hyla-s1 · train", "x"] == "solid" and dashes["hyla-s1 · ood", "x"] == "dot"
+
+
+def test_training_curves_keep_a_linear_loss_axis_when_a_loss_is_not_positive():
+    rows = [{"step": s, "split": "train", "loss": 1.0 - 0.5 * s} for s in range(4)]  # reaches -0.5
+    display = training_curves_figure(rows)
+    assert display.plot().axes[0].get_yscale() == "linear"
+    assert display.plotly().layout.yaxis.type != "log"
+
+
+def test_decoding_figure_names_constant_layers(decoding):
+    display = decoding_figure({"softmax": decoding, "hyla": decoding}, splits=["ood"],
+                              constant_layers={"hyla": ["0"]})
+    ticks = [t.get_text() for t in display.plot().axes[0].get_xticklabels()]
+    assert ticks == [f"0\n{CONSTANT_TEXT} (hyla)", "1", "2", "all"]
+    axis = display.plotly().layout.xaxis
+    assert list(axis.tickvals) == ["0", "1", "2", "all"]
+    assert axis.ticktext[0] == f"0<br>{CONSTANT_TEXT} (hyla)"
+    every = decoding_figure(decoding, constant_layers=["0", "1"])
+    assert [t.get_text() for t in every.plot().axes[0].get_xticklabels()][:3] == [
+        f"0\n{CONSTANT_TEXT}", f"1\n{CONSTANT_TEXT}", "2"]
+    assert decoding_figure(decoding).constant == {}
+
+
+def _transfer_table():
+    return {
+        "name": "function_transfer", "task": "fuzzy_logic", "variant": "hyla",
+        "columns": ["r2_donor", "r2_recipient", "clean_r2_donor", "clean_r2_recipient", "donor_r2_donor"],
+        "params": {"split": "test"},
+        "rows": [{"layer": layer, "r2_donor": d, "r2_recipient": r, "clean_r2_donor": -0.45,
+                  "clean_r2_recipient": 0.93, "donor_r2_donor": 0.93}  # two reference lines coincide
+                 for layer, d, r in (("0", -0.4, 0.9), ("1", 0.55, 0.1), ("all", 0.8, -0.2))],
+    }
+
+
+@pytest.mark.parametrize(
+    ("table", "ylabel"),
+    [
+        pytest.param(_transfer_table(), "R² of the output on test", id="function-transfer"),
+        pytest.param({"name": "mean_ablation", "task": "sraven", "variant": "softmax",
+                      "columns": ["clean", "ablated", "drop"], "params": {"split": "ood", "metric": "acc"},
+                      "rows": [{"layer": "0", "clean": 0.9, "ablated": 0.5, "drop": 0.4}]},
+                     "accuracy on ood", id="ablation"),
+        pytest.param({"name": "rule_transfer", "task": "sraven", "variant": "hyla",
+                      "columns": ["transfer", "keep", "clean_keep", "n_pairs"], "params": {"split": "test"},
+                      "rows": [{"layer": "0", "transfer": 0.1, "keep": 0.8, "clean_keep": 0.95,
+                                "n_pairs": 500}]},
+                     "share of pairs on test", id="rule-transfer"),
+    ],
+)
+def test_experiment_figures_have_a_y_label_and_every_column(table, ylabel):
+    display = experiment_figure(table)
+    columns = [c for c in table["columns"] if not c.startswith("n_")]
+    assert list(display.series) == columns
+    ax = display.plot().axes[0]
+    assert ax.get_ylabel() == ylabel and ax.get_xlabel() == "layer intervened on"
+    drawn = [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")]
+    assert sorted(drawn) == sorted(columns)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == columns
+    plotly = display.plotly()
+    assert plotly.layout.yaxis.title.text == ylabel and {t.name for t in plotly.data} == set(columns)
+
+
+def test_coinciding_experiment_lines_stay_visible():
+    """clean_r2_recipient and donor_r2_donor hold the same numbers: their lines differ in dash and marker."""
+    display = experiment_figure(_transfer_table())
+    ax = display.plot().axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    a, b = lines["clean_r2_recipient"], lines["donor_r2_donor"]
+    np.testing.assert_array_equal(a.get_ydata(), b.get_ydata())
+    assert a.get_linestyle() != b.get_linestyle() and a.get_marker() != b.get_marker()
+    below, above = sorted((a, b), key=lambda line: line.get_zorder())
+    assert below.get_markersize() > above.get_markersize()  # the one drawn first is the larger, open marker
+    assert below.get_markerfacecolor() == "none"
+    for reference in ("clean_r2_donor", "clean_r2_recipient", "donor_r2_donor"):
+        assert lines[reference].get_linestyle() != "-"  # unpatched runs are dashed reference lines
+    traces = {t.name: t for t in display.plotly().data}
+    assert traces["clean_r2_recipient"].line.dash != traces["donor_r2_donor"].line.dash
+    assert traces["clean_r2_recipient"].marker.symbol != traces["donor_r2_donor"].marker.symbol
+    with pytest.raises(ValueError, match="no rows"):
+        experiment_figure({"name": "x", "columns": ["a"], "rows": []})
+
+
+def test_similarity_of_constant_codes_says_so(make_sraven):
+    codes = make_sraven(n=300)
+    flat = LatentCodes(np.broadcast_to(codes.codes[:1], codes.codes.shape).copy(), codes.labels, codes.split,
+                       codes.meta)
+    display = similarity_figure(rule_similarity(flat, layer="last", center=True))
+    assert display.constant and CONSTANT_TEXT in display.title
+    ax = display.plot().axes[0]
+    assert CONSTANT_TEXT in [t.get_text() for t in ax.texts]  # the all-NaN matrix is replaced by words
+    assert any(CONSTANT_TEXT in a.text for a in display.plotly().layout.annotations)
+    assert not similarity_figure(rule_similarity(codes)).constant

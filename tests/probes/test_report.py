@@ -1,12 +1,15 @@
 """build_report: a valid, self-contained report.html (plotly.js once, every section) and a strict-JSON summary."""
 
 import json
+import re
 from html.parser import HTMLParser
 
+import numpy as np
 import pytest
 from plotly.offline import get_plotlyjs
 
-from probes import RunInput, build_report
+from probes import LatentCodes, RunInput, build_report
+from probes.degenerate import ConstantCodesWarning
 from probes.report import SECTIONS
 
 PLOTLY_HEADER = get_plotlyjs()[:40]
@@ -114,3 +117,60 @@ def test_report_input_errors(tmp_path):
         build_report({}, tmp_path)
     with pytest.raises(ValueError, match="duplicate"):
         build_report([RunInput("a"), RunInput("a")], tmp_path)
+
+
+def test_report_warns_about_constant_codes_once_and_shows_it(tmp_path, make_sraven):
+    live = make_sraven(n=300, seed=1)
+    same = np.broadcast_to(live.codes[:1], live.codes.shape).copy()  # every row the first row's code
+    flat = LatentCodes(same, live.labels, live.split, live.meta)
+    runs = [RunInput("live", live, _metrics(0.6), {}, "softmax"),
+            RunInput("flat", flat, _metrics(0.5), {}, "hyla")]
+    with pytest.warns(ConstantCodesWarning) as caught:
+        path = build_report(runs, tmp_path, embed_method="pca", max_points=200)
+    flat_warnings = [w for w in caught if issubclass(w.category, ConstantCodesWarning)]
+    assert len(flat_warnings) == 1  # once per run, not once per analysis
+    assert str(flat_warnings[0].message).startswith("run flat: constant codes in layers 0 (")
+    page, text = _parse(path)
+    assert page.h2 == [s if s != "UMAP" else "PCA" for s in SECTIONS]  # the warning is a box, not a section
+    box = re.search(r'<div class="warning" role="alert">(.*?)</div>', text, flags=re.DOTALL)
+    assert box is not None and "flat: constant codes in layers 0" in box.group(1)
+    assert "live" not in box.group(1)
+    row = re.search(r"<tr><th>constant codes \(layers\)</th><td>(.*?)</td><td>(.*?)</td></tr>", text)
+    assert row.groups() == ("none", "0, 1, 2, all")
+    assert "constant codes: k-means skipped" in text and "nothing to embed" in text
+    summary = _strict_json(tmp_path / "summary.json")["runs"]
+    assert summary["flat"]["constant_layers"] == ["0", "1", "2", "all"]
+    assert summary["live"]["constant_layers"] == []
+    assert summary["flat"]["embedding"]["constant"] is True
+    assert [layer["constant"] for layer in summary["flat"]["clustering"]["layers"]] == [True] * 4
+    assert summary["flat"]["code_spread"]["layers"][0]["relative"] == 0.0
+    embeddings = [(data, layout) for data, layout in _plotly_figures(text).values()
+                  if "PCA of layer" in str(layout.get("annotations"))]
+    assert len(embeddings) == 2
+    (flat_data, flat_layout), (live_data, _) = sorted(embeddings, key=lambda fig: len(fig[0]))
+    assert flat_data == [] and any("constant codes" in a["text"] for a in flat_layout["annotations"])
+    assert len(live_data) > 0
+
+
+def test_report_training_curves_are_log_scaled_and_grouped_by_variant(tmp_path, make_sraven):
+    runs = [RunInput(f"hyla-s{seed}", make_sraven(n=200, seed=seed), _metrics(0.6), {}, "hyla")
+            for seed in (0, 1)]
+    runs.append(RunInput("softmax-s0", None, _metrics(0.5), {}, "softmax"))
+    text = build_report(runs, tmp_path, embed_method="pca", max_points=200).read_text()
+    data, layout = _plotly_figures(text)["figure-1"]  # the first figure of the page after the summary's
+    assert layout["title"]["text"] == "Training curves"
+    assert layout["yaxis"]["type"] == "log" and layout["yaxis2"].get("type") != "log"
+    assert {t["legendgroup"] for t in data} == {"hyla", "softmax"}
+    colors = {t["name"]: t["line"]["color"] for t in data if t["xaxis"] == "x"}
+    assert colors["hyla-s0 · train"] == colors["hyla-s1 · ood"] != colors["softmax-s0 · train"]
+
+
+def _plotly_figures(text):
+    """figure id -> (data, layout) of each plotly figure on the page, read back from its Plotly.newPlot."""
+    decoder = json.JSONDecoder()
+    figures = {}
+    for match in re.finditer(r'Plotly\.newPlot\(\s*"(figure-\d+)",\s*', text):
+        data, end = decoder.raw_decode(text, match.end())
+        layout, _ = decoder.raw_decode(text, text.index("{", end))
+        figures[match.group(1)] = (data, layout)
+    return figures

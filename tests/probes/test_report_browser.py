@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from probes import LatentCodes
+from probes.degenerate import ConstantCodesWarning
 from probes.report import RunInput, build_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -66,14 +67,18 @@ def invisible_traces(figure: str) -> int:
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory) -> Path:
-    """A report of two small SRAVEN runs, one of which was evaluated once (a single point per eval curve)."""
+    """A report of three small SRAVEN runs: one evaluated once (a single point per eval curve), one with
+    constant codes (a dead model: every figure of its codes says so instead of drawing)."""
     rng = np.random.default_rng(0)
     inputs = []
-    for name, eval_steps in (("one-eval", [4]), ("three-evals", [2, 4, 6])):
+    for name, eval_steps in (("one-eval", [4]), ("three-evals", [2, 4, 6]), ("constant", [2, 4, 6])):
         n = 120
         rule = rng.integers(0, 8, size=n)
+        array = np.eye(8)[rule][:, None, :8, None, None] + rng.normal(0, 0.3, (n, 2, 8, 1, 2))
+        if name == "constant":
+            array = np.broadcast_to(array[:1], array.shape)
         codes = LatentCodes(
-            codes=(np.eye(8)[rule][:, None, :8, None, None] + rng.normal(0, 0.3, (n, 2, 8, 1, 2))).astype(np.float32),
+            codes=array.astype(np.float32),
             labels={"rule": rule, "rules": rng.integers(0, 8, size=(n, 4)), "target": rng.integers(0, 8, size=n)},
             split=np.array(["train"] * 60 + ["test"] * 30 + ["ood"] * 30),
             meta={"task": "sraven", "label": "rule", "n_classes": 8, "layers": [0, 1], "score_norm": "softmax"},
@@ -81,9 +86,11 @@ def report(tmp_path_factory) -> Path:
         metrics = [{"step": s, "split": "train", "loss": 2.0 / s} for s in range(1, 7)]
         metrics += [{"step": s, "split": split, "loss": 2.0 / s, "acc": 0.1 * s}
                     for s in eval_steps for split in ("test", "ood")]
-        inputs.append(RunInput(name=name, codes=codes, metrics=metrics, summary={"steps": 6}, variant="hyla"))
-    return build_report(inputs, tmp_path_factory.mktemp("report"), title="browser test", embed_method="pca",
-                        progress=False)
+        inputs.append(RunInput(name=name, codes=codes, metrics=metrics, summary={"steps": 6},
+                               variant="softmax" if name == "constant" else "hyla"))
+    with pytest.warns(ConstantCodesWarning, match="run constant"):
+        return build_report(inputs, tmp_path_factory.mktemp("report"), title="browser test",
+                            embed_method="pca", progress=False)
 
 
 def test_every_figure_is_drawn_with_no_invisible_trace_and_no_console_error(chromium, report, tmp_path):
@@ -100,6 +107,21 @@ def test_every_figure_is_drawn_with_no_invisible_trace_and_no_console_error(chro
     assert not blank, f"traces with nothing visible (e.g. a one-point line) in {blank}"
     errors = [line for line in console if re.search(r"Uncaught|Error|error|Failed", line)]
     assert not errors, errors
+
+
+def test_constant_codes_are_named_on_the_page_and_drawn_as_words(chromium, report, tmp_path):
+    dom, _ = render(chromium, report, tmp_path)
+    warning = re.search(r'<div class="warning" role="alert">(.*?)</div>', dom, flags=re.DOTALL)
+    assert warning is not None and "constant: constant codes in layers 0" in warning.group(1)
+    drawn = figures(dom)
+    # the PCA section holds one figure per run; the constant run's draws no points, only the words
+    section = dom[dom.index('id="pca"'):dom.index('id="code-heatmaps"')]
+    names = re.findall(r'<div id="(figure-\d+)"', section)
+    assert len(names) == 3
+    flat = drawn[names[-1]]
+    assert 'class="point"' not in flat
+    assert flat.count("constant codes") >= 2  # one per panel, drawn as svg text
+    assert all('class="point"' in drawn[name] for name in names[:2])
 
 
 def test_the_invisible_trace_check_catches_a_one_point_line(chromium, tmp_path):

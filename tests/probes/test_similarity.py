@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from probes import class_means, rule_similarity, topographic_similarity
+from probes import LatentCodes, class_means, rule_similarity, topographic_similarity
+from probes.degenerate import ConstantCodesWarning
 
 
 def test_rules_sharing_a_code_have_cosine_one(make_sraven):
@@ -66,3 +67,21 @@ def test_topographic_all_pairs_when_few_rows_and_errors(sraven):
         topographic_similarity(sraven, metric="manhattan")
     with pytest.raises(ValueError, match="distance"):
         topographic_similarity(sraven, distance="jaccard")
+
+
+def test_constant_codes_give_no_topographic_score_and_no_centered_similarity(make_sraven):
+    codes = make_sraven(n=300, structure="tuple", noise=0.1)
+    array = codes.codes.copy()
+    array[:, 2] = array[:1, 2] + 1e-6 * np.random.default_rng(1).normal(size=array[:, 2].shape)
+    flat = LatentCodes(array, codes.labels, codes.split, codes.meta)
+    with pytest.warns(ConstantCodesWarning, match="topographic similarity: constant codes in layer 2") as w:
+        topo = topographic_similarity(flat, n_permutations=5, n_pairs=2000)
+    assert w[0].filename == __file__
+    assert topo.constant_layers == ["2"] and np.isnan(topo.rho[2]) and np.isnan(topo.p_value[2])
+    assert np.isfinite(topo.rho[[0, 1, 3]]).all()
+    assert json.loads(json.dumps(topo.to_dict(), allow_nan=False))["constant_layers"] == ["2"]
+    plain = rule_similarity(flat, layer="last")
+    assert plain.constant and np.allclose(plain.similarity[np.isfinite(plain.similarity)], 1.0)
+    centered = rule_similarity(flat, layer="last", center=True)
+    assert centered.constant and np.isnan(centered.similarity).all()  # what centering leaves is noise
+    assert not rule_similarity(flat, layer=1).constant
