@@ -6,8 +6,9 @@ writes png/svg/pdf (matplotlib) and standalone html (plotly). Nothing here compu
 `plt.show()`; plotly PNG export (kaleido + Chrome) is deliberately not used.
 
 The families live in submodules: `decoding` (accuracy per layer, per-term F1), `codes` (embeddings, rule
-similarity, mean-code heatmaps), `runs` (metric per variant, training curves) and `save`; `_base` holds what they
-share; `experiments` draws the tables of the intervention experiments. Import from `probes.figures` (or
+similarity, mean-code heatmaps), `runs` (metric per variant, training curves), `emergence` (rule decoding over
+training) and `save`; `_base` holds what they share; `experiments` draws the tables of the intervention
+experiments. Import from `probes.figures` (or
 `probes`), not from the submodules.
 """
 
