@@ -11,6 +11,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from latentcode.hooks import hook_name, hooks
+
 __all__ = [
     "DEAD_REGION_ACTIVATIONS",
     "LIVE_KEY",
@@ -77,12 +79,13 @@ def value_live_fraction(model: nn.Module, x: Tensor) -> list[float | None]:
 
         return hook
 
-    hooks = [(f"blocks.{i}.attn.hook_value_hidden", counter(i)) for i, ok in enumerate(applicable) if ok]
+    counters = [(hook_name("value_hidden", i), counter(i)) for i, ok in enumerate(applicable) if ok]
     was_training = model.training
     model.eval()
     try:
-        for start in range(0, len(x), _CHUNK):
-            model.run_with_hooks(x[start : start + _CHUNK], fwd_hooks=hooks)
+        with hooks(model, fwd_hooks=counters):
+            for start in range(0, len(x), _CHUNK):
+                model(x[start : start + _CHUNK])
     finally:
         model.train(was_training)
     return [live[i] / total[i] if ok and total[i] else None for i, ok in enumerate(applicable)]

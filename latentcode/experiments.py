@@ -1,4 +1,4 @@
-"""Do the codes cause the rule? Three experiments built on `latentcode.interventions`, one result type.
+"""Do the codes cause the rule? Three experiments, one result type (over 400 lines: they share it and helpers).
 
 - `rule_transfer` (SRAVEN): pairs whose rules differ in one feature; the donor's codes at that feature's query
   position are transplanted, layer by layer; how often the answer becomes what the donor's rule gives on the
@@ -7,14 +7,15 @@
   the output against the donor's function and against the recipient's, layer by layer.
 - `mean_ablation` (both): the drop of the task metric (default on `ood`) when one layer's codes are replaced by
   their mean over a reference batch.
-Each returns an `ExperimentResult` (`table()`, `plot()`, `save(out_dir)` writing CSV, JSON and PNG); the
-`*_run` wrappers take a run directory. No training here, and nothing is written into a shipped checkpoint.
+Each returns an `ExperimentResult` (`table()`, `plot()`, `save(out_dir)` writing CSV, JSON and PNG);
+`run_experiment` takes a run directory and records what it writes there in the run's manifest. No training here,
+and nothing is written into a shipped checkpoint.
 """
 
 from __future__ import annotations
 
 import csv
-import json
+import io
 import logging
 import os
 from collections.abc import Sequence
@@ -26,7 +27,10 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from latentcode.constants import INTERVENTIONS_DIR
 from latentcode.interventions import ablate, transplant
+from latentcode.patching import check_layers
+from latentcode.rundir import atomic_write_bytes, atomic_write_json, record_outputs, require_writable_run
 from latentcode.tasks.base import Batch
 from latentcode.tasks.fuzzy_logic import fuzzy_dnf
 
@@ -122,20 +126,23 @@ class ExperimentResult:
         return fig
 
     def save(self, out_dir: str | os.PathLike) -> list[Path]:
-        """Write `<name>.csv`, `<name>.json` and `<name>.png` into `out_dir` (created); returns the paths."""
+        """Write `<name>.csv`, `<name>.json` and `<name>.png` into `out_dir` (created, each file atomically);
+        returns the paths."""
+        import matplotlib.pyplot as plt
+
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         csv_path, json_path, png_path = (out / f"{self.name}{ext}" for ext in (".csv", ".json", ".png"))
-        with open(csv_path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=["layer", *self.columns])
-            writer.writeheader()
-            writer.writerows(self.rows)
-        json_path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
-        import matplotlib.pyplot as plt
-
-        fig = self.plot()
-        fig.savefig(png_path, dpi=120)
+        table = io.StringIO(newline="")
+        writer = csv.DictWriter(table, fieldnames=["layer", *self.columns])
+        writer.writeheader()
+        writer.writerows(self.rows)
+        atomic_write_bytes(csv_path, table.getvalue().encode())
+        atomic_write_json(json_path, self.to_dict())
+        fig, png = self.plot(), io.BytesIO()
+        fig.savefig(png, format="png", dpi=120)
         plt.close(fig)
+        atomic_write_bytes(png_path, png.getvalue())
         return [csv_path, json_path, png_path]
 
 
@@ -156,11 +163,7 @@ def _take(batch: Batch, index: torch.Tensor) -> Batch:
 
 
 def _layer_choices(model: torch.nn.Module, layers: Sequence[int] | None) -> list[tuple[str, list[int]]]:
-    n_layers = int(model.cfg.n_layers)
-    chosen = list(range(n_layers)) if layers is None else [int(layer) for layer in layers]
-    bad = [layer for layer in chosen if not 0 <= layer < n_layers]
-    if bad or not chosen:
-        raise ValueError(f"layers={bad or chosen} out of range: the model has {n_layers} layers, 0..{n_layers - 1}")
+    chosen = list(check_layers(model, layers))
     return [(str(layer), [layer]) for layer in chosen] + ([("all", chosen)] if len(chosen) > 1 else [])
 
 
@@ -258,7 +261,7 @@ def rule_transfer(
             keys = [8 * n_features - 2 * n_features + f, 8 * n_features - n_features + f]
             result = transplant(
                 model, task, _take(batch, recipient[at]), _take(batch, donor[at]), layers=chosen,
-                pairs={"query": [query], "key": keys}, whole_row=whole_row,
+                positions={"query": [query], "key": keys}, whole_row=whole_row,
             )
             predictions[at] = result.prediction[:, f].cpu()
             clean[at] = result.clean_prediction[:, f].cpu()
@@ -339,7 +342,8 @@ def function_transfer(
     donor = _with_terms(task, recipient, other.labels["term_bits"], other.labels)
     rows = []
     for name, chosen in _bar(_layer_choices(model, layers), "function transfer", progress):
-        result = transplant(model, task, recipient, donor, layers=chosen, pairs="paper", whole_row=whole_row)
+        result = transplant(model, task, recipient, donor, layers=chosen, positions="paper",
+                            whole_row=whole_row)
         rows.append({
             "layer": name,
             "r2_donor": task.metrics(result.outputs, donor)["r2"],
@@ -417,18 +421,11 @@ def mean_ablation(
 
 
 def _out_dir(run_path: Path, out_dir: str | os.PathLike | None) -> Path:
-    from latentcode.checkpoint import is_shipped
-
-    if out_dir is not None:
-        out = Path(out_dir)
-        if is_shipped(out):
-            raise ValueError(f"--out {out} lies inside a shipped checkpoint, which is never modified; pick another")
-        return out
-    if is_shipped(run_path):
-        raise ValueError(
-            f"{run_path} is a shipped checkpoint, which is never modified; pass --out DIR for the results"
-        )
-    return run_path / "interventions"
+    if out_dir is None:
+        require_writable_run(run_path, "write intervention results into")
+        return run_path / INTERVENTIONS_DIR
+    require_writable_run(out_dir, "write into")
+    return Path(out_dir)
 
 
 def run_experiment(
@@ -444,7 +441,8 @@ def run_experiment(
     Args:
         run_dir: a run directory (`latentcode.load_run`).
         experiment: 'transfer' (rule transfer on SRAVEN, function transfer on fuzzy logic) or 'ablate'.
-        out_dir: where the files go (default: `<run_dir>/interventions`; required for shipped checkpoints).
+        out_dir: where the files go (default: `<run_dir>/interventions`; required for shipped checkpoints). Files
+            written inside the run are recorded in its manifest (`latentcode.rundir.record_outputs`).
         device: where the model runs.
         **options: keyword arguments of the experiment function (n_samples, split, seed, layers, ...).
 
@@ -471,5 +469,7 @@ def run_experiment(
                                                                 "step": run.step,
                                                                 "checkpoint": run.checkpoint_hash}})
     paths = result.save(out)
+    if any(path.resolve().is_relative_to(run_path.resolve()) for path in paths):
+        record_outputs(run_path, paths)  # so `--force` may remove them with the run
     logger.debug("wrote %s", ", ".join(str(p) for p in paths))
     return result, paths

@@ -20,7 +20,7 @@ import torch
 
 from latentcode.checkpoint import Run, atomic_write_json, load_run
 from latentcode.constants import CONFIG_FILE, SHIPPED_FILE
-from latentcode.rundir import is_shipped
+from latentcode.rundir import is_shipped, require_writable_run
 
 __all__ = [
     "CHECKPOINTS_ENV",
@@ -135,19 +135,6 @@ def load_pretrained(name: str, device: str | torch.device = "cpu", *, seed: int 
     if not isinstance(seed, int | None) or isinstance(seed, bool):
         raise ValueError(f"seed={seed!r} must be an integer (see pretrained_seeds({name!r})) or None")
     return load_run(pretrained_path(name, seed), device=device)
-
-
-def require_writable_run(path: str | os.PathLike, what: str = "write into") -> None:
-    """Refuse to let a command write into (or delete from) a shipped checkpoint.
-
-    Raises:
-        ValueError: `path` is (inside) a shipped checkpoint; the message says to pass an output folder.
-    """
-    if is_shipped(path):
-        raise ValueError(
-            f"{path} is a shipped checkpoint (it holds {SHIPPED_FILE}) and latentcode never changes it; refusing to "
-            f"{what} it. Pass --out DIR (Python: out_dir=...) to write results elsewhere, or copy the checkpoint"
-        )
 
 
 def _git_commit() -> str | None:

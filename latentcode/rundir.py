@@ -2,8 +2,8 @@
 
 Every write is atomic (a temp file in the same directory, then `os.replace`). `--force` deletes only a run's own
 files: the fixed ones (`RUN_FILES`) and what its manifest lists (older runs: latentcode's known names), never a
-folder that holds no run or a checkpoint shipped with latentcode. Saving and loading models, optimizer state and
-metrics is `checkpoint.py`'s job.
+folder that holds no run or a checkpoint shipped with latentcode (`require_writable_run`, the guard every writer
+calls). Saving and loading models, optimizer state and metrics is `checkpoint.py`'s job.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from latentcode.constants import (
     FIGURE_NAMES,
     FIGURE_SUFFIXES,
     FIGURES_DIR,
+    INTERVENTIONS_DIR,
     MANIFEST_FILE,
     MANIFEST_KIND,
     METRICS_FILE,
@@ -150,6 +151,23 @@ def is_run_dir(path: str | os.PathLike) -> bool:
         return False
 
 
+def require_writable_run(path: str | os.PathLike, what: str = "write into") -> None:
+    """Refuse to let a command write into (or delete from) a shipped checkpoint: the one guard every writer calls.
+
+    Args:
+        path: the folder about to be written into.
+        what: the refused action, completing "refusing to {what} it" (e.g. "write a report into").
+
+    Raises:
+        ValueError: `path` is (inside) a shipped checkpoint (`is_shipped`); the message says to pass an output folder.
+    """
+    if is_shipped(path):
+        raise ValueError(
+            f"{path} is a shipped checkpoint (or inside one) and latentcode never changes it; refusing to {what} it. "
+            "Pass --out DIR (Python: out_dir=...) to write elsewhere, or copy the checkpoint"
+        )
+
+
 def check_force_target(run_dir: str | os.PathLike) -> None:
     """Refuse `--force` on anything but a latentcode run (or an empty or missing folder).
 
@@ -157,11 +175,7 @@ def check_force_target(run_dir: str | os.PathLike) -> None:
         ValueError: `run_dir` is a shipped checkpoint, or a non-empty folder without a latentcode `config.json`.
     """
     run_dir = Path(run_dir)
-    if is_shipped(run_dir):
-        raise ValueError(
-            f"--force refused: {run_dir} is a checkpoint shipped with latentcode (read-only); train into another "
-            "--out, e.g. runs/NAME"
-        )
+    require_writable_run(run_dir, "let --force delete files from")
     if not run_dir.is_dir() or not any(run_dir.iterdir()):
         return
     if not is_run_dir(run_dir):
@@ -176,7 +190,7 @@ def remove_run_files(run_dir: str | os.PathLike) -> list[Path]:
 
     Removes the fixed run files (`RUN_FILES`), the files the run's manifest lists (or, for a run written before
     manifests, latentcode's known code and figure names), the weights of `snapshots/step-*/`, and `codes/`,
-    `figures/` and `snapshots/` only if that leaves them empty. Anything a user put into the run stays.
+    `figures/`, `interventions/` and `snapshots/` only if that leaves them empty. Anything a user put into the run stays.
 
     Returns:
         The files removed.
@@ -203,7 +217,7 @@ def remove_run_files(run_dir: str | os.PathLike) -> list[Path]:
                 removed.append(folder / name)
         if folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()
-    for name in (CODES_DIR, FIGURES_DIR, SNAPSHOTS_DIR):
+    for name in (CODES_DIR, FIGURES_DIR, INTERVENTIONS_DIR, SNAPSHOTS_DIR):
         folder = run_dir / name
         if folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()

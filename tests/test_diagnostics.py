@@ -53,6 +53,14 @@ def test_restores_training_mode():
     assert model.training
 
 
+def test_leaves_no_hook_attached_even_when_the_forward_fails():
+    model = tiny_model("hyla").train()
+    with pytest.raises(RuntimeError):
+        value_live_fraction(model, torch.randn(2, 6, 7))  # d_in is 5
+    assert model.training
+    assert not any(hp.fwd_hooks or hp._forward_hooks for hp in model.hook_dict.values())
+
+
 def test_training_records_live_fraction_in_the_ood_evaluation(tmp_path):
     task = lc.get_task("fuzzy_logic", seq_len=8)
     run = lc.train(lc.model_config(task, "hyla", preset="tiny"), task, lc.train_config("fuzzy_logic", "tiny"),

@@ -155,3 +155,27 @@ def test_the_transfer_and_ablate_subcommands_print_the_table_and_write_the_files
     assert saved["params"]["whole_row"] is False and [row["layer"] for row in saved["rows"]] == ["1"]
     with pytest.raises(SystemExit):
         parser.parse_args(["ablate", str(tiny_run), "--layers", "one"])
+
+
+def test_run_experiment_records_what_it_writes_into_a_run_so_force_removes_it(tiny_run, tmp_path):
+    import shutil
+
+    from latentcode.constants import MANIFEST_FILE
+    from latentcode.rundir import read_manifest, remove_run_files
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    before = set(read_manifest(run))
+    _, paths = run_experiment(run, "ablate", method="zero", n_samples=16, layers=[0], progress=False)
+    written = {f"interventions/zero_ablation.{ext}" for ext in ("csv", "json", "png")}
+    assert set(read_manifest(run)) == before | written
+    manifest = (run / MANIFEST_FILE).read_bytes()
+    run_experiment(run, "ablate", out_dir=tmp_path / "elsewhere", n_samples=16, layers=[0], progress=False)
+    assert (run / MANIFEST_FILE).read_bytes() == manifest  # files outside the run are not the run's
+    (run / "shipped.json").write_text("{}")
+    run_experiment(run, "ablate", out_dir=tmp_path / "other", n_samples=16, layers=[0], progress=False)
+    assert (run / MANIFEST_FILE).read_bytes() == manifest  # a shipped run is never written into
+    (run / "shipped.json").unlink()
+    removed = remove_run_files(run)
+    assert set(paths) <= set(removed) and not any(p.exists() for p in paths)
+    assert not (run / "interventions").exists()  # the folder it emptied goes too

@@ -6,7 +6,20 @@ import numpy as np
 import pytest
 import torch
 
-from latentcode.interventions import ablate, code_direction, site_mask, steer, transplant
+from latentcode.hooks import hook_name
+from latentcode.interventions import (
+    Ablate,
+    Site,
+    Steer,
+    Transplant,
+    Zero,
+    ablate,
+    code_direction,
+    intervene,
+    site_mask,
+    steer,
+    transplant,
+)
 from latentcode.model import Transformer, build_model
 from latentcode.tasks.fuzzy_logic import FuzzyLogic
 from latentcode.tasks.sraven import SRaven
@@ -34,7 +47,7 @@ def test_a_model_that_ignores_its_codes_shows_no_transfer_and_no_ablation_drop(t
     task = TASKS[task_name]()
     model = _codes_ignored(_model(task))
     recipient, donor = task.sample(16, seed=0), task.sample(16, seed=1)
-    moved = transplant(model, task, recipient, donor, pairs="all", values=True)
+    moved = transplant(model, task, recipient, donor, positions="all", values=True)
     assert torch.equal(moved.outputs, moved.clean_outputs)
     assert torch.equal(moved.prediction, moved.clean_prediction)  # 0% transfer
     for method in ("zero", "mean", "resample"):
@@ -47,7 +60,7 @@ def test_the_same_interventions_do_change_a_model_that_reads_its_codes():
     task = SRaven()
     model = _model(task)
     recipient, donor = task.sample(16, seed=0), task.sample(16, seed=1)
-    assert not torch.equal(transplant(model, task, recipient, donor, pairs="all").outputs, model(recipient.x))
+    assert not torch.equal(transplant(model, task, recipient, donor, positions="all").outputs, model(recipient.x))
     assert not torch.equal(ablate(model, task, recipient, method="zero").outputs, model(recipient.x))
 
 
@@ -59,14 +72,14 @@ def test_every_layers_codes_and_values_from_a_donor_with_the_same_query_give_the
     model = _model(task, variant)
     recipient, donor = task.sample(16, seed=0), task.sample(16, seed=1)
     assert torch.equal(recipient.x[:, -4:], donor.x[:, -4:])
-    result = transplant(model, task, recipient, donor, pairs="all", values=True)
+    result = transplant(model, task, recipient, donor, positions="all", values=True)
     torch.testing.assert_close(result.outputs[:, -4:], donor_outputs := model(donor.x)[:, -4:])
     assert torch.equal(result.prediction, task.predict(model(donor.x)))
     assert not torch.allclose(result.clean_outputs[:, -4:], donor_outputs)  # the two runs differ unpatched
     # without the values (or with one layer left out) the output is not the donor's
-    codes_only = transplant(model, task, recipient, donor, pairs="all")
+    codes_only = transplant(model, task, recipient, donor, positions="all")
     assert not torch.allclose(codes_only.outputs[:, -4:], donor_outputs)
-    one_layer = transplant(model, task, recipient, donor, pairs="all", values=True, layers=[1])
+    one_layer = transplant(model, task, recipient, donor, positions="all", values=True, layers=[1])
     assert not torch.allclose(one_layer.outputs[:, -4:], donor_outputs)
 
 
@@ -76,7 +89,7 @@ def test_fuzzy_logic_with_a_fixed_query_transplants_the_donors_function_exactly(
     recipient = task.sample(16, "ood", seed=0, inputs="fixed_query")
     donor = task.sample(16, "ood", seed=1, inputs="fixed_query")
     assert torch.equal(recipient.x[:, -1], donor.x[:, -1])
-    result = transplant(model, task, recipient, donor, pairs="all", values=True)
+    result = transplant(model, task, recipient, donor, positions="all", values=True)
     torch.testing.assert_close(result.prediction, task.predict(model(donor.x)))
     assert torch.equal(result.donor_prediction, task.predict(model(donor.x)))
 
@@ -87,7 +100,7 @@ def test_mean_and_resample_from_a_single_reference_equal_a_transplant_of_that_in
     batch = task.sample(8, seed=0)
     single = task.sample(1, seed=5)
     repeated = type(single)(x=single.x.expand(8, -1, -1), y=single.y.expand(8), split=single.split)
-    expected = transplant(model, task, batch, repeated, layers=[0], pairs="all").outputs
+    expected = transplant(model, task, batch, repeated, layers=[0], positions="all").outputs
     for method in ("mean", "resample"):
         result = ablate(model, task, batch, method=method, layers=[0], reference=single)
         torch.testing.assert_close(result.outputs, expected)
@@ -190,7 +203,7 @@ def test_bad_inputs_give_clear_errors():
         steer(model, task, batch, np.zeros(3), layer=0)
     with pytest.raises(ValueError, match="2 views"):
         steer(model, SRaven(n_features=2), SRaven(n_features=2).sample(2), np.zeros(4), layer=0,
-              pairs="all_features")
+              positions="all_features")
     with pytest.raises(ValueError, match=r"bool \[query_pos, key_pos\] = \[36, 36\]"):
         site_mask(task, 4, np.ones((3, 3), dtype=bool))
     with pytest.raises((ValueError, TypeError), match="Batch"):
@@ -209,3 +222,107 @@ def test_steer_takes_a_flat_torch_direction_like_a_one_layer_probes_features():
     shaped = steer(model, task, batch, flat.reshape(4, 1, 2), layer=0, alpha=0.1)
     torch.testing.assert_close(steer(model, task, batch, flat, layer=0, alpha=0.1).outputs, shaped.outputs)
     assert not torch.equal(shaped.outputs, shaped.clean_outputs)
+
+
+def _set(index, value):
+    """A hand-written hook: a copy of the activation with `[index]` set to `value(activation)`."""
+
+    def hook(act, hook):
+        out = act.clone()
+        out[index] = value(act)
+        return out
+
+    return hook
+
+
+def test_intervene_equals_hand_written_hooks_at_each_kind_of_site():
+    task = SRaven()  # 'paper' positions: query 35, keys 27 and 31; 'all_features': queries 32..35
+    model = _model(task, "hyla")
+    batch, donor, reference = task.sample(6, seed=0), task.sample(6, seed=1), task.sample(9, seed=2)
+    _, donor_cache = model.run_with_cache(donor.x)
+    _, reference_cache = model.run_with_cache(reference.x)
+    index = torch.randint(9, (6,), generator=torch.Generator().manual_seed(4))
+    all_ = slice(None)
+    cases = [
+        (Site("resid_post", layers=0), Transplant(donor), "blocks.0.hook_resid_post",
+         _set((all_, 35), lambda a: donor_cache["blocks.0.hook_resid_post"][:, 35])),
+        (Site("v", layers=1, heads=[1]), Zero(), "blocks.1.attn.hook_v", _set((all_, [27, 31], 1), lambda a: 0.0)),
+        (Site("z", layers=0, positions="all_features"), Ablate("mean", reference), "blocks.0.attn.hook_z",
+         _set((all_, slice(32, 36)), lambda a: reference_cache["blocks.0.attn.hook_z"][:, 32:36].mean(0))),
+        (Site("value_hidden", layers=1, whole_row=True), Steer(torch.ones(model.cfg.d_head), alpha=0.5),
+         "blocks.1.attn.hook_value_hidden", _set((all_, 35), lambda a: a[:, 35] + 0.5)),
+        (Site("attn", layers=1, positions={"query": [3], "key": [0, 1]}, heads=2),
+         Ablate("resample", reference, seed=4), "blocks.1.attn.hook_pattern",
+         _set((all_, 2, 3, slice(0, 2)), lambda a: reference_cache["blocks.1.attn.hook_pattern"][index, 2, 3, :2])),
+        (Site("embed", positions="all"), Zero(), "hook_embed", _set((all_,), lambda a: 0.0)),
+    ]
+    for site, edit, name, manual in cases:
+        result = intervene(model, task, batch, [(site, edit)])
+        expected = model.run_with_hooks(batch.x, fwd_hooks=[(name, manual)])
+        assert torch.equal(result.outputs, expected), name
+        assert not torch.equal(result.outputs, result.clean_outputs), name  # the edit does change something
+        assert torch.equal(result.clean_outputs, model(batch.x))
+        assert result.hook_names == (name,) and result.kind == edit.kind
+    # several edits in one run: each at its own hook, the donor cached once
+    both = intervene(model, task, batch, [cases[0][:2], cases[1][:2]])
+    expected = model.run_with_hooks(batch.x, fwd_hooks=[cases[0][2:], cases[1][2:]])
+    assert torch.equal(both.outputs, expected) and torch.equal(both.donor_outputs, model(donor.x))
+    assert both.layers == (0, 1) and both.kind == "transplant"
+
+
+def test_the_wrappers_are_intervene_on_the_codes():
+    task = FuzzyLogic()
+    model = _model(task, "hyla")
+    batch, donor = task.sample(8, seed=0), task.sample(8, seed=1)
+    moved = transplant(model, task, batch, donor, layers=[1], positions="all", values=True)
+    sites = [(Site(layers=[1], positions="all"), Transplant(donor)),
+             (Site("v", layers=[1], positions="all"), Transplant(donor))]
+    assert torch.equal(moved.outputs, intervene(model, task, batch, sites).outputs)
+    assert moved.hook_names == ("blocks.1.attn.hook_pattern", "blocks.1.attn.hook_v")
+    zeroed = ablate(model, task, batch, method="zero", layers=0, heads=[0, 3])
+    direct = intervene(model, task, batch, [(Site(layers=0, positions="all", heads=[0, 3]), Zero())])
+    assert torch.equal(zeroed.outputs, direct.outputs) and zeroed.kind == "ablate" and direct.kind == "zero"
+
+
+@pytest.mark.parametrize("function", ["transplant", "ablate", "steer", "site_mask"])
+def test_pairs_is_the_deprecated_name_of_positions(function):
+    task = SRaven()
+    model = _model(task, "linear")
+    a, b = task.sample(4, seed=0), task.sample(4, seed=1)
+    call = {
+        "transplant": lambda **kw: transplant(model, task, a, b, **kw).outputs,
+        "ablate": lambda **kw: ablate(model, task, a, method="zero", **kw).outputs,
+        "steer": lambda **kw: steer(model, task, a, torch.ones(8), layer=0, **kw).outputs,
+        "site_mask": lambda **kw: site_mask(task, 4, **kw),
+    }[function]
+    positions = {"query": [35], "key": [0, 27]}
+    with pytest.warns(DeprecationWarning, match=rf"{function}\(pairs=...\) is deprecated; use positions="):
+        old = call(pairs=positions)
+    assert torch.equal(old, call(positions=positions))
+    with pytest.raises(TypeError, match="got both pairs= .deprecated. and positions="):
+        call(pairs=positions, positions=positions)
+
+
+def test_bad_sites_and_edits_give_clear_errors_and_leave_no_hook_behind():
+    task = SRaven()
+    model = _model(task)
+    batch = task.sample(2, seed=0)
+    with pytest.raises(ValueError, match="hook 'resid_post' has no head axis; leave heads=None"):
+        intervene(model, task, batch, [(Site("resid_post", heads=[0]), Zero())])
+    with pytest.raises(ValueError, match="hook 'embed' sits outside the blocks; leave layers=None"):
+        intervene(model, task, batch, [(Site("embed", layers=0), Zero())])
+    with pytest.raises(ValueError, match=r"Site\(hook='mlp_pre'\) is not a short hook name; valid: embed"):
+        intervene(model, task, batch, [(Site("mlp_pre"), Zero())])
+    with pytest.raises(ValueError, match="at least one"):
+        intervene(model, task, batch, [])
+    with pytest.raises(ValueError, match=r"Ablate\(method='zero'\) is not one of mean, resample"):
+        Ablate("zero")
+    with pytest.raises(ValueError, match="value_net='linear' generates no hidden layer"):
+        intervene(_model(task, "softmax"), task, batch, [(Site("value_hidden"), Zero())])
+    keep_last = _KeepLastModel(model.cfg)
+    keep_last.load_state_dict(model.state_dict())
+    for site in (Site(), Site("z", layers=1), Site("resid_post", layers=1)):
+        with pytest.raises(ValueError, match="run the model without keep_last"):
+            intervene(keep_last, task, batch, [(site, Zero())])
+        assert not any(hp.fwd_hooks or hp._forward_hooks for hp in keep_last.hook_dict.values())
+    assert hook_name("pattern", 1) in intervene(model, task, batch, [(Site(layers=1), Zero())]).hook_names

@@ -69,6 +69,25 @@ def test_remove_run_files_removes_folders_it_emptied(run_copy):
     assert not run_copy.joinpath("codes").exists() and _tree(run_copy) == {}
 
 
+@pytest.mark.parametrize("user_file", [False, True], ids=["emptied", "holds-a-user-file"])
+def test_remove_run_files_removes_the_interventions_folder_only_when_it_empties_it(run_copy, user_file):
+    from latentcode.constants import INTERVENTIONS_DIR
+    from latentcode.rundir import record_outputs, remove_run_files
+
+    folder = run_copy / INTERVENTIONS_DIR
+    folder.mkdir()
+    ours = [folder / f"mean_ablation.{ext}" for ext in ("csv", "json", "png")]
+    for path in ours:
+        path.write_bytes(b"written by latentcode")
+    record_outputs(run_copy, ours)
+    if user_file:
+        (folder / "notes.md").write_bytes(b"user")
+    removed = remove_run_files(run_copy)
+    assert set(ours) <= set(removed)
+    assert _tree(run_copy) == ({f"{INTERVENTIONS_DIR}/notes.md": b"user"} if user_file else {})
+    assert folder.is_dir() == user_file
+
+
 def test_a_manifest_cannot_reach_outside_its_run(run_copy, tmp_path):
     from latentcode.rundir import remove_run_files
 
@@ -101,13 +120,34 @@ def test_force_refuses_a_shipped_checkpoint(run_copy, tmp_path, monkeypatch):
 
     before = _tree(run_copy)
     (run_copy / "shipped.json").write_text("{}")
-    with pytest.raises(ValueError, match="shipped with latentcode"):
+    with pytest.raises(ValueError, match="shipped checkpoint.*refusing to let --force delete files from it.*--out"):
         remove_run_files(run_copy)
     (run_copy / "shipped.json").unlink()
     assert _tree(run_copy) == before
     monkeypatch.setenv("LATENTCODE_CHECKPOINTS", str(tmp_path))
     assert is_shipped(run_copy)
-    with pytest.raises(ValueError, match="shipped with latentcode"):
+    with pytest.raises(ValueError, match="shipped checkpoint.*--force"):
         check_force_target(run_copy)
     repo_checkpoints = Path(__file__).resolve().parents[1] / "checkpoints" / "any-run"
     assert is_shipped(repo_checkpoints)
+
+
+def test_one_guard_refuses_every_write_into_a_shipped_checkpoint(run_copy):
+    import latentcode.experiments
+    import latentcode.pretrained
+    from latentcode.rundir import check_force_target, require_writable_run
+
+    assert latentcode.pretrained.require_writable_run is require_writable_run  # re-exported, not a second guard
+    assert latentcode.experiments.require_writable_run is require_writable_run
+    require_writable_run(run_copy)  # an ordinary run may be written into
+    check_force_target(run_copy)
+    (run_copy / "shipped.json").write_text("{}")
+    inside = run_copy / "codes"
+    for path, what in [(run_copy, "write a report into"), (inside, "write into")]:
+        with pytest.raises(ValueError, match=rf"shipped checkpoint.*refusing to {what} it"):
+            require_writable_run(path, what)
+    with pytest.raises(ValueError) as guard:
+        require_writable_run(run_copy, "let --force delete files from")
+    with pytest.raises(ValueError) as force:
+        check_force_target(run_copy)
+    assert str(force.value) == str(guard.value)  # --force says what every other writer says
