@@ -105,25 +105,12 @@ class ExperimentResult:
         }
 
     def plot(self, ax: Any = None) -> Any:
-        """Each column against the layer (a line per column), on `ax` or a new figure; returns the figure."""
-        import matplotlib.pyplot as plt
+        """Each column against the layer intervened on, on `ax` or a new figure; returns the figure
+        (`probes.figures.experiment_figure`: y-axis labelled with the metric, unpatched runs drawn so that equal
+        lines stay visible)."""
+        from probes.figures import experiment_figure
 
-        if ax is None:
-            fig, ax = plt.subplots(figsize=(5.5, 3.5), constrained_layout=True)
-        else:
-            fig = ax.figure
-        x = np.arange(len(self.rows))
-        for name in self.columns:
-            if name.startswith("n_"):
-                continue
-            baseline = name.startswith(("clean_", "donor_"))  # unpatched runs: dashed
-            ax.plot(x, self.column(name), marker="o", ls="--" if baseline else "-", label=name)
-        ax.set_xticks(x, [str(row["layer"]) for row in self.rows])
-        ax.set_xlabel("layer intervened on")
-        ax.set_title(f"{self.name}: {self.task}, {self.variant}")
-        ax.axhline(0.0, color="0.8", lw=0.8, zorder=0)
-        ax.legend(fontsize=8)
-        return fig
+        return experiment_figure(self).plot(ax)
 
     def save(self, out_dir: str | os.PathLike) -> list[Path]:
         """Write `<name>.csv`, `<name>.json` and `<name>.png` into `out_dir` (created, each file atomically);
