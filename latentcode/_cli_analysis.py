@@ -1,8 +1,9 @@
 """The analysis subcommands of `latentcode`: `extract`, `decode`, `figures`, `report` and `demo`.
 
 Each is a pair (adds its parser, runs it) in `COMMANDS`, which `latentcode/cli.py` appends to its own; the work
-is one call into `latentcode.analysis`. Errors are raised (ValueError, FileNotFoundError) for the CLI's `main`
-to print as one `error: ...` line with exit code 2. Nothing here computes anything.
+is one call into `latentcode.analysis`, which checks every argument before it copies, extracts or writes anything.
+Errors are raised (ValueError, FileNotFoundError) for the CLI's `main` to print as one `error: ...` line with exit
+code 2. Nothing here computes anything.
 """
 
 from __future__ import annotations
@@ -13,11 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from latentcode._cli_util import _echo, _subparser
-from latentcode.extract import POSITIONS
+from latentcode.constants import POSITIONS_NAMES as POSITIONS
 
 __all__ = ["COMMANDS"]
-
-
 
 def _csv(text: str) -> list[str]:
     items = [part.strip() for part in text.split(",") if part.strip()]
@@ -30,6 +29,36 @@ def _add_positions(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--positions", default="paper", choices=POSITIONS,
                         help="which codes: paper (spec §4.1) or all_features (SRAVEN, one row per feature; "
                              "default: paper)")
+
+
+class _InputsAction(argparse.Action):
+    """Stores `--inputs NAME`; its help lists each task's input choices (`Task.code_reading`), read from the task
+    classes only when that help is printed, so building the parser loads no task module (and no torch)."""
+
+    @property
+    def help(self) -> str:
+        from latentcode.tasks import TASKS
+
+        per_task = "; ".join(
+            f"{name}: {', '.join(TASKS[name].code_reading.input_names)}" for name in sorted(TASKS)
+            if getattr(TASKS[name], "code_reading", None) is not None
+        )
+        return f"the inputs the codes are read at (default: the task's first, the paper's reading, spec §4.1); {per_task}"
+
+    @help.setter
+    def help(self, value: str | None) -> None:  # argparse sets it; the property computes it
+        pass
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: str | None = None):
+        setattr(namespace, self.dest, values)
+
+
+def _add_inputs(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--inputs", metavar="NAME", default=None, action=_InputsAction)
+
+
+def _add_device(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", default="cpu", help="device for the model if codes must be extracted (default: cpu)")
 
 
 def _add_progress(parser: argparse.ArgumentParser) -> None:
@@ -51,7 +80,9 @@ def _add_extract_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="extract a run's latent codes (attention patterns at the analysed positions)",
         description="Run a trained model on fresh instances of its splits and save its latent codes (the "
         "normalized attention scores, hook_pattern) at the analysed query/key positions, with the ground-truth "
-        "labels, to RUN/codes/<positions>.npz + .json. SRAVEN instances are drawn unpermuted, as in the paper.",
+        "labels, to RUN/codes/<positions>.npz + .json (RUN/codes/<positions>-<inputs>.npz for inputs other than "
+        "the default). By default codes are read as the paper reads them: fuzzy-logic instances share one query "
+        "input, SRAVEN instances are drawn unpermuted. Every argument is checked before anything is copied.",
         example="latentcode extract runs/demo/hyla --splits train,test,ood --n-samples 2048 --positions all_features",
     )
     parser.add_argument("run", metavar="RUN", type=Path, help="run directory")
@@ -63,9 +94,7 @@ def _add_extract_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=int, default=512, help="instances per forward pass (default: 512)")
     parser.add_argument("--device", default="cpu", help="device for the model (default: cpu)")
     parser.add_argument("--seed", type=int, default=0, help="batch seed (default: 0)")
-    parser.add_argument("--inputs", choices=("uniform", "fixed_query"), default=None,
-                        help="fuzzy logic: draw every input at random (uniform, the default) or give every instance "
-                             "one shared query input (fixed_query, the reference's reading of Fig. 2B/2D)")
+    _add_inputs(parser)
     _add_progress(parser)
     _add_out(parser)
     return parser
@@ -81,6 +110,7 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     codes = LatentCodes.load(path)
     counts = ", ".join(f"{s} {int((codes.split == s).sum())}" for s in codes.splits)
     _echo(f"codes: {path} {list(codes.codes.shape)} ({counts}); labels: {', '.join(sorted(codes.labels))}")
+    _echo(f"reading: {codes.reading}")
     return 0
 
 
@@ -91,28 +121,29 @@ def _add_decode_parser(subparsers: Any) -> argparse.ArgumentParser:
         "decode",
         help="decode rules (or terms) from a run's codes with linear probes, per layer",
         description="Fit a linear probe (standardize + logistic regression) on the train-split codes of each layer "
-        "(and of all layers together) and score it on the other splits, beside uniform chance and the "
-        "majority-class rate. Prints a table and writes RUN/codes/<positions>.decode.json. A run without codes "
-        "gets them extracted first, as `latentcode extract RUN` would (it says so).",
+        "(and of all layers together) and score it on the other splits, beside its floors on the same rows "
+        "(uniform chance and the majority class; for fuzzy-logic terms, answering 'present' for every term) and "
+        "the input-only control (the same probe on the raw tokens); the headline 'codes − best' is the score minus "
+        "the best of those. Prints the table with the codes' reading and writes "
+        "RUN/codes/<positions>[-<inputs>].decode.json. A run without codes at the reading gets them extracted "
+        "first, as `latentcode extract RUN` would (it says so).",
         example="latentcode decode runs/demo/hyla --positions paper",
     )
     parser.add_argument("run", metavar="RUN", type=Path, help="run directory")
     _add_positions(parser)
+    _add_inputs(parser)
     parser.add_argument("--label", help="label to decode (default: rule for SRAVEN, terms for fuzzy logic)")
-    parser.add_argument("--device", default="cpu", help="device for the model if codes must be extracted (default: cpu)")
+    _add_device(parser)
     _add_progress(parser)
     _add_out(parser)
     return parser
 
 
 def _cmd_decode(args: argparse.Namespace) -> int:
-    from latentcode.analysis import codes_path, decode_run
+    from latentcode.analysis import decode_run
 
-    where = args.out or args.run
-    if not codes_path(where, args.positions).is_file() and (args.run / "config.json").is_file():
-        _echo(f"{where} has no {args.positions} codes yet; extracting them first")
-    result, path = decode_run(args.run, positions=args.positions, label=args.label, device=args.device,
-                              progress=args.progress, out_dir=args.out)
+    result, path = decode_run(args.run, positions=args.positions, inputs=args.inputs, label=args.label,
+                              device=args.device, progress=args.progress, out_dir=args.out)
     _echo(result.table())
     _echo(f"\nwritten: {path}")
     return 0
@@ -127,7 +158,8 @@ def _add_figures_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="Draw the figures of one run into RUN/figures/: training curves, decoding accuracy per layer "
         "with chance and majority lines, rule-by-rule similarity of mean codes, mean code heatmaps and a "
         "2-D embedding of the last layer's codes. png/svg/pdf come from matplotlib, html from plotly "
-        "(self-contained). Needs `latentcode extract RUN` first.",
+        "(self-contained). A run without codes at the reading gets them extracted first, as `latentcode decode` "
+        "does.",
         example="latentcode figures runs/demo/hyla --format png,html",
     )
     parser.add_argument("run", metavar="RUN", type=Path, help="run directory")
@@ -135,6 +167,8 @@ def _add_figures_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--format", dest="formats", type=_csv, default=["png", "html"],
                         help="comma-separated: png, svg, pdf, html (default: png,html)")
     parser.add_argument("--embed", choices=("umap", "pca"), default="umap", help="embedding (default: umap)")
+    _add_inputs(parser)
+    _add_device(parser)
     _add_progress(parser)
     _add_out(parser)
     return parser
@@ -143,8 +177,8 @@ def _add_figures_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _cmd_figures(args: argparse.Namespace) -> int:
     from latentcode.analysis import figures_run
 
-    written = figures_run(args.run, positions=args.positions, formats=args.formats, embed_method=args.embed,
-                          progress=args.progress, out_dir=args.out)
+    written = figures_run(args.run, positions=args.positions, inputs=args.inputs, formats=args.formats,
+                          embed_method=args.embed, device=args.device, progress=args.progress, out_dir=args.out)
     _echo(f"{len(written)} files in {(args.out or args.run) / 'figures'}:")
     for path in written:
         _echo(f"  {path.name}")
@@ -158,8 +192,9 @@ def _add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
         "report",
         help="run every probe on one or more runs and write report.html + summary.json",
         description="Decode, cluster, compare rules, embed and plot the codes of each run and write one "
-        "self-contained report.html (works offline) and summary.json, with the runs side by side. Runs "
-        "without codes get a note saying how to make them.",
+        "self-contained report.html (works offline) and summary.json, with the runs side by side and every "
+        "decoding score beside its floors and the input-only control. Runs without codes at the reading get them "
+        "extracted first (a shipped checkpoint's are kept in memory, never written into it).",
         example="latentcode report runs/demo/softmax runs/demo/linear runs/demo/hyla --out runs/demo",
     )
     parser.add_argument("runs", metavar="RUN", type=Path, nargs="+", help="run directories")
@@ -167,8 +202,10 @@ def _add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="output folder (default: the run itself for one run; required for several runs, "
                              "e.g. --out . for the current directory)")
     _add_positions(parser)
-    parser.add_argument("--title", help="page title")
+    _add_inputs(parser)
+    parser.add_argument("--title", help="page title (default: the runs and the codes' reading)")
     parser.add_argument("--embed", choices=("umap", "pca"), default="umap", help="embedding (default: umap)")
+    _add_device(parser)
     _add_progress(parser)
     return parser
 
@@ -176,8 +213,8 @@ def _add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _cmd_report(args: argparse.Namespace) -> int:
     from latentcode.analysis import report_runs
 
-    path = report_runs(args.runs, args.out, positions=args.positions, title=args.title, embed_method=args.embed,
-                       progress=args.progress)
+    path = report_runs(args.runs, args.out, positions=args.positions, inputs=args.inputs, title=args.title,
+                       embed_method=args.embed, device=args.device, progress=args.progress)
     _echo(f"report: {path}")
     _echo(f"summary: {path.with_name('summary.json')}")
     return 0
@@ -193,9 +230,10 @@ def _add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="probe the codes of the shipped softmax, linear and HYLA checkpoints (or --train small ones), "
         "write a report",
         description="The whole analysis in about two minutes on a CPU: copy the shipped fuzzy-logic checkpoints "
-        "(softmax, linear, HYLA trained at the paper's Table A1 setting) to --out, extract their latent codes, run "
-        "every probe, write report.html, and print the task metric beside term decoding from the last layer's "
-        "OOD codes, the input-only control and 'codes − best control'. With --train, small models are trained "
+        "(softmax, linear, HYLA trained at the paper's Table A1 setting) to --out, extract their latent codes at "
+        "the paper's reading, run every probe, write report.html, and print the task metric beside decoding from "
+        "the last layer's OOD codes, its floor, the input-only control and 'codes − best' (the score minus the "
+        "best of those). With --train, small models are trained "
         f"instead ({DEMO_SETTINGS['task']}, {DEMO_SETTINGS['preset']} preset, {DEMO_SETTINGS['steps']} steps "
         "each; finished runs in --out are reused).",
         example="latentcode demo --out runs/demo",
@@ -223,6 +261,7 @@ def _add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="torch CPU threads (default: 1; these small models gain little from more, and on a "
                              "busy machine extra threads spin against other jobs)")
     parser.add_argument("--force", action="store_true", help="retrain runs that already exist in --out")
+    _add_inputs(parser)
     _add_progress(parser)
     return parser
 
@@ -233,17 +272,21 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     if args.steps <= 0 or args.n_samples <= 0:
         raise ValueError(f"--steps={args.steps} and --n-samples={args.n_samples} must be positive integers")
     result = demo(args.out, train=args.train, task=args.task, variants=args.variants, preset=args.preset,
-                  steps=args.steps, n_samples=args.n_samples, seed=args.seed, device=args.device, embed_method=args.embed, threads=args.threads,
-                  force=args.force, progress=args.progress)
+                  steps=args.steps, n_samples=args.n_samples, seed=args.seed, device=args.device,
+                  embed_method=args.embed, threads=args.threads, force=args.force, progress=args.progress,
+                  inputs=args.inputs)
     _echo(result.table())
-    chance = next((row["chance"] for row in result.rows if row.get("chance") is not None), None)
     if any("term_f1_ood_last" in row for row in result.rows):
         _echo("term F1: per-term logistic probes fit on train-split codes of the last layer, mean F1 on held-out "
-              "(OOD) compositions; input-only = the same probes on the raw context tokens")
-    elif chance is not None:
-        _echo(f"decode: a linear probe fit on train-split codes of the last layer ({result.positions} positions), "
-              f"scored on held-out (OOD) compositions; majority = the train-majority class's rate on those rows; "
-              f"uniform chance {chance:.3f}")
+              "(OOD) compositions; always-present = the F1 of answering 'present' for every term on those rows; "
+              "input-only = the same probes on the raw context tokens; codes − best = term F1 minus the best of "
+              "the two")
+    else:
+        _echo("decode: a linear probe fit on train-split codes of the last layer, accuracy on held-out (OOD) "
+              "compositions; chance = uniform guessing, majority = the train-majority class's rate on those rows, "
+              "input-only = the same probe on the raw tokens; codes − best = accuracy minus the best of the three")
+    if result.notes:
+        _echo("notes: " + "; ".join(result.notes))
     _echo(f"report: {result.report}")
     _echo(f"done in {result.seconds:.0f} s")
     return 0

@@ -2,13 +2,13 @@
 
 `extract_latent_codes` caches only `blocks.{i}.attn.hook_pattern` (through `names_filter`), slices the chosen
 query/key positions per batch and moves them to the CPU; `codes_from_patterns` does the slicing for patterns
-you already have (a dict, or any `ActivationCache`, e.g. from a TransformerLens `TransformerBridge`).
+you already have (a dict, or any `ActivationCache`, e.g. from a TransformerLens `TransformerBridge`). A reading is
+positions (here) plus inputs (the task's `code_reading`); the default of both is the paper's (spec §4.1).
 `LatentCodes` itself lives in the torch-free `probes.codes` and is re-exported here; the probes live in `probes/`.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 import re
 from collections.abc import Mapping, Sequence
@@ -23,12 +23,14 @@ from tqdm.auto import tqdm
 from transformer_lens import ActivationCache
 
 from probes._compat import renamed_kwargs
-from probes.codes import LatentCodes
+from probes.codes import LatentCodes, reading_text
 
 __all__ = [
     "POSITIONS",
     "LatentCodes",
     "PositionSpec",
+    "check_extraction",
+    "code_reading",
     "codes_from_patterns",
     "extract_latent_codes",
     "pattern_hook_name",
@@ -81,6 +83,22 @@ class PositionSpec:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "query": self.query.tolist(), "key": self.key.tolist()}
+
+
+def code_reading(task: Any) -> Any:
+    """The task's `CodeReading` (`latentcode.tasks.base`): its input choices (the first is the default, the paper's)
+    and decodable labels. A task without one gets a single input choice, its plain `sample`, and no label list.
+
+    >>> from latentcode.tasks import get_task
+    >>> code_reading(get_task("fuzzy_logic")).default_inputs, code_reading(get_task("sraven")).default_inputs
+    ('fixed_query', 'unpermuted')
+    """
+    from latentcode.tasks.base import CodeReading, InputChoice
+
+    reading = getattr(task, "code_reading", None)
+    if reading is None:
+        return CodeReading((InputChoice("default", {}, "the task's own sample()"),), ())
+    return reading
 
 
 def _index_list(values: Any, what: str, seq_len: int) -> np.ndarray:
@@ -283,6 +301,7 @@ def codes_from_patterns(
         out_labels["view"] = np.tile(np.arange(n_views), n_batch)
     full_meta = {
         "positions": "custom",
+        "reading": "custom positions, the caller's inputs (codes_from_patterns)",
         "query": query_views.tolist(),
         "key": key_views.tolist(),
         "layers": list(tensors),
@@ -317,13 +336,15 @@ def _instance_labels(task: Any, labels: dict[str, np.ndarray], spec: PositionSpe
     out: dict[str, np.ndarray] = {}
     if task.name == "sraven":
         rules, target, prediction = labels["rules"], labels["target"], labels["prediction"]
-        feature = np.tile(spec.feature, len(rules))
+        slot = np.tile(spec.feature, len(rules))  # the presented slot each row's query predicts
         inst = np.repeat(np.arange(len(rules)), n_views)
+        # permuted instances: panel 9 (column 2) presents unpermuted feature perm[2, slot] in that slot
+        feature = labels["perm"][inst, 2, slot] if "perm" in labels else slot
         out["rule"] = rules[inst, feature]
         out["rules"] = rules[inst]
         out["feature"] = feature
-        out["target"] = target[inst, feature]
-        out["prediction"] = prediction[inst, feature]
+        out["target"] = target[inst, slot]
+        out["prediction"] = prediction[inst, slot]
         out["correct"] = out["target"] == out["prediction"]
         out["composition"] = labels["composition"][inst]
         out["instance"] = labels["instance"][inst]
@@ -340,6 +361,48 @@ def _task_meta(task: Any) -> dict[str, Any]:
         n_variables = int(task.config.n_variables)
         return {"label": "terms", "n_classes": 2**n_variables, "class_names": _term_names(n_variables)}
     return {"label": None, "n_classes": None, "class_names": None}
+
+
+def check_extraction(
+    task: Any,
+    splits: Sequence[str] = ("train", "test", "ood"),
+    n_samples: int = 2048,
+    *,
+    positions: PositionsArg = "paper",
+    inputs: str | None = None,
+    batch_size: int = 512,
+) -> tuple[PositionSpec, Any]:
+    """Check extraction arguments against a task without running anything (what `extract_latent_codes` and the
+    analysis commands do first, before anything is copied, extracted or written).
+
+    Returns:
+        (the resolved `PositionSpec`, the `InputChoice` of `inputs`).
+
+    Raises:
+        ValueError: an unknown or empty split list, positions the task does not have, an unknown input choice,
+            n_samples or batch_size not positive.
+
+    >>> from latentcode.tasks import get_task
+    >>> check_extraction(get_task("sraven"), ("train", "val"))
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown split 'val' for task 'sraven'; valid splits: train, test, ood
+    """
+    if isinstance(n_samples, bool) or not isinstance(n_samples, int | np.integer) or n_samples <= 0 \
+            or isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer) or batch_size <= 0:
+        raise ValueError(f"n_samples={n_samples} and batch_size={batch_size} must be positive integers")
+    if isinstance(splits, str):
+        raise ValueError(f"splits={splits!r} is one string; pass a list of split names, e.g. ['train', 'ood']")
+    if not splits:
+        raise ValueError(f"splits is empty; pick some of {', '.join(task.splits)}")
+    for split in splits:
+        if split not in task.splits:
+            raise ValueError(f"unknown split {split!r} for task {task.name!r}; valid splits: {', '.join(task.splits)}")
+    if len(set(splits)) != len(splits):
+        raise ValueError(f"splits={list(splits)} names a split twice; name each once")
+    spec = resolve_positions(task, positions)
+    choice = code_reading(task).choice(inputs, f"task {task.name!r}")
+    return spec, choice
 
 
 @renamed_kwargs(n="n_samples")
@@ -362,8 +425,10 @@ def extract_latent_codes(
 
     Batches are generated on the device, run through `model.run_with_cache` with a `names_filter` that caches
     only the needed `hook_pattern`s, sliced to the chosen positions and moved to the CPU one batch at a time.
-    SRAVEN instances are drawn unpermuted (slot f follows `rules[f]`, as the reference's analyses). The model
-    runs in eval mode (no attention dropout) and is put back in its previous mode afterwards.
+    By default codes are read as the paper reads them (spec §4.1): fuzzy-logic instances share one query input,
+    SRAVEN instances are drawn unpermuted (slot f follows `rules[f]`). The reading is recorded in `meta`
+    (`positions`, `inputs`, `reading`, `default_reading`). The model runs in eval mode (no attention dropout) and
+    is put back in its previous mode afterwards.
 
     Args:
         model: a `Transformer` (or any HookedRootModule with `cfg.n_layers` and `blocks.{i}.attn.hook_pattern`
@@ -379,8 +444,10 @@ def extract_latent_codes(
         seed: batch seed (the task mixes in the split, so splits draw independent instances).
         checkpoint: the checkpoint hash to record in `meta` (the CLI passes the run's).
         progress: show a progress bar (None: only on a terminal).
-        inputs: fuzzy logic only: 'uniform' (every input random, the default) or 'fixed_query' (every instance
-            shares one query input, as the reference's latent analyses read the query's self-attention code).
+        inputs: the input choice of the task's `code_reading` (None: its default, the paper's reading). Fuzzy
+            logic: 'fixed_query' (default: every instance shares one query input, as the reference's latent
+            analyses read the query's self-code), 'uniform' or 'fixed_context'. SRAVEN: 'unpermuted' (default:
+            feature permutation off) or 'permuted' (as in training).
 
     Returns:
         `LatentCodes`: codes float32 [rows, layer, head_index, query, key] with `n_views` rows per instance
@@ -389,7 +456,8 @@ def extract_latent_codes(
         `term_bits`, `target`, `prediction`, `composition`, `instance`.
 
     Raises:
-        ValueError: an unknown split, positions or layers out of range, n_samples or batch_size not positive.
+        ValueError: an unknown split or input choice, positions or layers out of range, n_samples or batch_size
+            not positive.
 
     >>> from latentcode.model import build_model
     >>> from latentcode.tasks.sraven import SRaven
@@ -398,20 +466,9 @@ def extract_latent_codes(
     >>> codes.codes.shape, codes.splits
     ((24, 2, 4, 1, 2), ('train', 'test', 'ood'))
     """
-    if n_samples <= 0 or batch_size <= 0:
-        raise ValueError(f"n_samples={n_samples} and batch_size={batch_size} must be positive integers")
-    if not splits:
-        raise ValueError(f"splits is empty; pick some of {', '.join(task.splits)}")
-    for split in splits:
-        if split not in task.splits:
-            raise ValueError(f"unknown split {split!r} for task {task.name!r}; valid splits: {', '.join(task.splits)}")
-    spec = resolve_positions(task, positions)
-    sample_options = {}
-    if inputs is not None:
-        if "inputs" not in inspect.signature(task.sample).parameters:
-            raise ValueError(f"inputs={inputs!r}: task {task.name!r} draws no alternative inputs; leave inputs unset "
-                             "(it is a fuzzy-logic option: 'uniform' or 'fixed_query')")
-        sample_options["inputs"] = inputs
+    spec, choice = check_extraction(task, splits, n_samples, positions=positions, inputs=inputs,
+                                    batch_size=batch_size)
+    reading = code_reading(task)
     n_layers = int(model.cfg.n_layers)
     chosen = list(range(n_layers)) if layers is None else [int(layer) for layer in layers]
     bad = [layer for layer in chosen if not 0 <= layer < n_layers]
@@ -436,8 +493,7 @@ def extract_latent_codes(
     try:
         with torch.no_grad():
             for split in splits:
-                batch = task.sample(n_samples, split, seed=seed, device=run_device, unpermuted=True,
-                                    **sample_options)
+                batch = task.sample(n_samples, split, seed=seed, device=run_device, **choice.sample_options)
                 for start in range(0, n_samples, batch_size):
                     x = batch.x[start : start + batch_size]
                     out, cache = model.run_with_cache(x, names_filter=names)
@@ -454,6 +510,7 @@ def extract_latent_codes(
         model.train(was_training)
 
     labels = {name: np.concatenate(values) for name, values in raw.items()}
+    is_default = spec.name == "paper" and choice.name == reading.default_inputs
     sort_key = labels["rules"] if task.name == "sraven" else labels.get("terms")
     if sort_key is not None:
         labels["composition"] = _composition_ids(task, sort_key)
@@ -464,6 +521,9 @@ def extract_latent_codes(
         "variant": getattr(model.cfg, "variant", type(model).__name__),
         "score_norm": getattr(model.cfg, "score_norm", None),
         "positions": spec.name,
+        "inputs": choice.name,
+        "reading": reading_text(spec.name, choice.name, default=is_default),
+        "default_reading": is_default,
         "query": spec.query.tolist(),
         "key": spec.key.tolist(),
         "layers": chosen,
@@ -471,7 +531,6 @@ def extract_latent_codes(
         "splits": list(splits),
         "n_per_split": n_samples,
         "seed": seed,
-        "inputs": inputs or "uniform",
         **_task_meta(task),
     }
     return LatentCodes(
@@ -484,8 +543,10 @@ def extract_latent_codes(
 
 
 def _batch_labels(task: Any, batch: Any) -> dict[str, np.ndarray]:
-    """The per-instance labels kept from a batch: SRAVEN rules and targets; fuzzy-logic terms, bits, target."""
+    """The per-instance labels kept from a batch: SRAVEN rules, slot permutation and targets; fuzzy-logic terms,
+    bits, target."""
     if task.name == "sraven":
-        return {"rules": batch.labels["rules"].cpu().numpy(), "target": batch.y.cpu().numpy()}
+        # perm (identity when unpermuted) maps each presented slot to the feature it holds
+        return {name: batch.labels[name].cpu().numpy() for name in ("rules", "perm")} | {"target": batch.y.cpu().numpy()}
     kept = {name: value.cpu().numpy() for name, value in batch.labels.items() if name in ("terms", "term_bits")}
     return {**kept, "target": batch.y.float().cpu().numpy()}

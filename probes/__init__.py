@@ -1,55 +1,162 @@
 """probes: what latent codes say, on numpy arrays. Decoders, clustering, embeddings, similarity, figures, reports.
 
 Torch-free by design: it reads `LatentCodes` (numpy arrays + labels) from any model, and never imports torch or
-`latentcode`. Typical use::
+`latentcode`. Each name loads its module on first use (PEP 562), so importing one module of `probes` (or `probes`
+itself) does not import scikit-learn, matplotlib or plotly until something needs them. Typical use::
 
     codes = LatentCodes.load("runs/hyla/codes/paper")  # written by `latentcode extract RUN`
-    table = decode_rules(codes).table()  # per layer: train/test/ood accuracy beside chance and majority
+    table = decode_rules(codes).table()  # per layer: accuracy beside its floors, the input-only control, codes − best
 """
 
-from probes.cluster import ClusteringResult, LayerClustering, class_vector, cluster_codes
-from probes.codes import SPLITS, LatentCodes
-from probes.controls import Controls, control_labels, input_features, run_controls
-from probes.decode import (
-    Baseline,
-    BitRegressionResult,
-    DecodingResult,
-    LayerDecoding,
-    TermDecodingResult,
-    decode_rules,
-    decode_terms,
-    make_probe,
-    ridge_bits,
-)
-from probes.embed import Embedding, embed_codes, subsample
-from probes.estimators import RuleDecoder, code_space_directions
-from probes.figures import (
-    CodeHeatmapFigure,
-    DecodingFigure,
-    EmbeddingFigure,
-    SimilarityFigure,
-    TermF1Figure,
-    TrainingCurvesFigure,
-    VariantFigure,
-    code_heatmap_figure,
-    code_value_label,
-    decoding_figure,
-    embedding_figure,
-    save_figure,
-    similarity_figure,
-    term_f1_figure,
-    training_curves_figure,
-    variant_figure,
-)
-from probes.report import RunAnalysis, RunInput, analyse_run, build_report
-from probes.similarity import (
-    ClassMeans,
-    RuleSimilarity,
-    TopographicResult,
-    class_means,
-    rule_similarity,
-    topographic_similarity,
-)
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from probes.cluster import (
+        ClusteringResult,
+        LayerClustering,
+        class_vector,
+        cluster_codes,
+    )
+    from probes.codes import (
+        SPLITS,
+        LatentCodes,
+    )
+    from probes.controls import (
+        Controls,
+        control_labels,
+        input_features,
+        run_controls,
+    )
+    from probes.decode import (
+        Baseline,
+        BitRegressionResult,
+        DecodingResult,
+        Headline,
+        LayerDecoding,
+        TermDecodingResult,
+        decode_rules,
+        decode_terms,
+        make_probe,
+        ridge_bits,
+    )
+    from probes.embed import (
+        Embedding,
+        embed_codes,
+        subsample,
+    )
+    from probes.estimators import (
+        RuleDecoder,
+        code_space_directions,
+    )
+    from probes.figures import (
+        CodeHeatmapFigure,
+        DecodingFigure,
+        EmbeddingFigure,
+        SimilarityFigure,
+        TermF1Figure,
+        TrainingCurvesFigure,
+        VariantFigure,
+        code_heatmap_figure,
+        code_value_label,
+        decoding_figure,
+        embedding_figure,
+        save_figure,
+        similarity_figure,
+        term_f1_figure,
+        training_curves_figure,
+        variant_figure,
+    )
+    from probes.report import (
+        RunAnalysis,
+        RunInput,
+        analyse_run,
+        build_report,
+    )
+    from probes.similarity import (
+        ClassMeans,
+        RuleSimilarity,
+        TopographicResult,
+        class_means,
+        rule_similarity,
+        topographic_similarity,
+    )
+
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys((
+        "ClusteringResult",
+        "LayerClustering",
+        "class_vector",
+        "cluster_codes",
+    ), "probes.cluster"),
+    **dict.fromkeys((
+        "LatentCodes",
+        "SPLITS",
+    ), "probes.codes"),
+    **dict.fromkeys((
+        "Controls",
+        "control_labels",
+        "input_features",
+        "run_controls",
+    ), "probes.controls"),
+    **dict.fromkeys((
+        "Baseline",
+        "BitRegressionResult",
+        "DecodingResult",
+        "Headline",
+        "LayerDecoding",
+        "TermDecodingResult",
+        "decode_rules",
+        "decode_terms",
+        "make_probe",
+        "ridge_bits",
+    ), "probes.decode"),
+    **dict.fromkeys((
+        "Embedding",
+        "embed_codes",
+        "subsample",
+    ), "probes.embed"),
+    **dict.fromkeys((
+        "RuleDecoder",
+        "code_space_directions",
+    ), "probes.estimators"),
+    **dict.fromkeys((
+        "CodeHeatmapFigure",
+        "DecodingFigure",
+        "EmbeddingFigure",
+        "SimilarityFigure",
+        "TermF1Figure",
+        "TrainingCurvesFigure",
+        "VariantFigure",
+        "code_heatmap_figure",
+        "code_value_label",
+        "decoding_figure",
+        "embedding_figure",
+        "save_figure",
+        "similarity_figure",
+        "term_f1_figure",
+        "training_curves_figure",
+        "variant_figure",
+    ), "probes.figures"),
+    **dict.fromkeys((
+        "RunAnalysis",
+        "RunInput",
+        "analyse_run",
+        "build_report",
+    ), "probes.report"),
+    **dict.fromkeys((
+        "ClassMeans",
+        "RuleSimilarity",
+        "TopographicResult",
+        "class_means",
+        "rule_similarity",
+        "topographic_similarity",
+    ), "probes.similarity"),
+}
+"""Public name -> the module defining it."""
 
 __all__ = [
     "SPLITS",
@@ -63,6 +170,7 @@ __all__ = [
     "DecodingResult",
     "Embedding",
     "EmbeddingFigure",
+    "Headline",
     "LatentCodes",
     "LayerClustering",
     "LayerDecoding",
@@ -103,3 +211,17 @@ __all__ = [
     "training_curves_figure",
     "variant_figure",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    if not name.startswith("__") and importlib.util.find_spec(f"probes.{name}") is not None:
+        return importlib.import_module(f"probes.{name}")  # a submodule, as `import probes` used to load them all
+    raise AttributeError(f"module 'probes' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

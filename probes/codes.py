@@ -31,7 +31,48 @@ TASKS: tuple[str, ...] = ("sraven", "fuzzy_logic")
 DEFAULT_LABELS: dict[str, str] = {"sraven": "rule", "fuzzy_logic": "terms"}
 """The label each task decodes by default when `meta["label"]` is absent."""
 
+LEGACY_INPUTS: dict[str, str] = {"sraven": "unpermuted", "fuzzy_logic": "uniform"}
+"""What codes files written before readings were recorded (no `meta["reading"]`) are assumed to have been read
+at: SRAVEN instances were always drawn unpermuted; fuzzy-logic inputs were uniform unless `meta["inputs"]` says
+otherwise (`latentcode extract --inputs fixed_query` recorded it)."""
+
 _LABEL_PREFIX = "label_"
+
+
+def meta_reading_inputs(meta: dict[str, Any]) -> str | None:
+    """The input choice codes with this `meta` were read at: `meta["inputs"]`; for files written before readings
+    were recorded (no `meta["reading"]`), `LEGACY_INPUTS`' assumption (SRAVEN unpermuted, whatever `inputs` says;
+    fuzzy logic `meta["inputs"]`, else uniform)."""
+    recorded = meta.get("inputs")
+    if "reading" in meta:
+        return recorded
+    task = meta.get("task") or ""
+    if task == "sraven":
+        return LEGACY_INPUTS["sraven"]  # always drawn unpermuted; such files may say "uniform"
+    return recorded or LEGACY_INPUTS.get(task)
+
+
+def meta_reading(meta: dict[str, Any]) -> str | None:
+    """The reading in words of codes with this `meta` (see `LatentCodes.reading`)."""
+    if isinstance(meta.get("reading"), str):
+        return meta["reading"]
+    if not meta.get("positions"):
+        return None
+    inputs = meta_reading_inputs(meta)
+    text = reading_text(meta["positions"], inputs)
+    assumed = inputs is not None and (meta.get("task") == "sraven" or not meta.get("inputs"))
+    return f"{text} (assumed: written before readings were recorded)" if assumed else text
+
+
+def reading_text(positions: str | None, inputs: str | None, *, default: bool = False) -> str:
+    """A reading in words, as `LatentCodes.reading` and every result show it.
+
+    >>> reading_text("paper", "fixed_query", default=True)
+    'paper positions, fixed_query inputs (default)'
+    """
+    text = f"{positions} positions" if positions else "positions not recorded"
+    text += f", {inputs} inputs" if inputs else ", inputs not recorded"
+    return text + (" (default)" if default else "")
 
 
 def _json_default(value: Any) -> Any:
@@ -68,8 +109,11 @@ class LatentCodes:
             [n] float, `prediction` [n], optionally `composition` [n] (an id grouping rows of one composition).
         split: str [n], each one of `SPLITS` (train | test | ood | novel_terms).
         meta: JSON-serializable provenance: `task` ("sraven" | "fuzzy_logic"), `variant`, `positions`,
-            `layers` (model layer of each entry of the layer axis), `checkpoint` (hash or None), `label` (the
-            default label to decode), `n_classes`, `class_names`, `score_norm` (softmax | none | rms_head).
+            `inputs` (the input choice the codes were read at, e.g. "fixed_query" or "unpermuted"), `reading`
+            (positions and inputs in words, as every result shows them; see `reading`), `default_reading` (the
+            task's default, the paper's), `layers` (model layer of each entry of the layer axis), `checkpoint`
+            (hash or None), `label` (the default label to decode), `n_classes`, `class_names`, `score_norm`
+            (softmax | none | rms_head).
         inputs: optional float32 [n, pos, d_in], the raw input tokens of each row's instance (what the
             input-only and control-task probes of `probes.controls` read); None in files written before it.
 
@@ -210,6 +254,25 @@ class LatentCodes:
     def label(self) -> str | None:
         """The default label to decode: `meta["label"]`, else the task's default ("rule" / "terms")."""
         return self.meta.get("label") or DEFAULT_LABELS.get(self.task or "")
+
+    @property
+    def reading_inputs(self) -> str | None:
+        """The input choice the codes were read at (`meta["inputs"]`; `meta_reading_inputs` says what files written
+        before readings were recorded are assumed to hold)."""
+        return meta_reading_inputs(self.meta)
+
+    @property
+    def reading(self) -> str | None:
+        """Where and on what inputs the codes were read, in words, as tables and figure titles show it
+        (`meta["reading"]`; `meta_reading` for older files); None for codes that record no positions (made by hand).
+
+        Example:
+            >>> import numpy as np
+            >>> meta = {"task": "fuzzy_logic", "positions": "paper"}  # a file written before readings were recorded
+            >>> LatentCodes(np.zeros((2, 1, 1, 1, 1)), {}, np.array(["train", "ood"]), meta).reading
+            'paper positions, uniform inputs (assumed: written before readings were recorded)'
+        """
+        return meta_reading(self.meta)
 
     @property
     def layer_names(self) -> list[int]:

@@ -26,7 +26,6 @@ __all__ = [
     "input_only_term_f1",
     "input_types",
     "run_controls",
-    "term_control_columns",
 ]
 
 CONTROL_LABEL = "control_task"
@@ -255,41 +254,3 @@ def input_only_term_f1(
     stand_in = _stand_in(codes, input_features(codes), codes.labels)
     result = decode_terms(stand_in, label, "all", C=C, max_iter=max_iter, random_state=random_state, progress=progress)
     return {s: float(result.mean_f1(s)[0]) for s in result.f1}
-
-
-def term_control_columns(terms: Any) -> tuple[list[str], list[list[str]]]:
-    """Extra columns for `TermDecodingResult.table()`: per split, the input-only mean F1 and the codes' mean F1
-    minus it."""
-    splits = [s for s in terms.f1 if s in terms.input_only_f1]
-    header = [f"input-only {s}" for s in splits] + [f"codes − input-only {s}" for s in splits]
-    columns = [[_fmt(terms.input_only_f1[s])] * len(terms.layers) for s in splits]
-    columns += [[_fmt(v - terms.input_only_f1[s], signed=True) for v in terms.mean_f1(s)] for s in splits]
-    return header, [list(row) for row in zip(*columns, strict=True)] if columns else [[] for _ in terms.layers]
-
-
-def control_columns(result: Any) -> tuple[list[str], list[list[str]]]:
-    """Extra columns for `DecodingResult.table()`: per split, the input-only accuracy, the codes' accuracy minus
-    the best control (max of chance, majority and input-only) and, with a control task, the selectivity."""
-    controls: Controls = result.controls
-    splits = [s for s in result.splits if s in controls.input_only]
-    header = [f"input-only {s}" for s in splits] + [f"codes − best control {s}" for s in splits]
-    has_task = controls.control_task is not None and controls.layers == result.layer_names
-    if has_task:
-        header += [f"selectivity {s}" for s in splits]
-    columns = []
-    for s in splits:
-        columns.append([_fmt(controls.input_only[s])] * len(result.layers))
-    for s in splits:
-        base = result.baselines[s]
-        best = controls.best(s, base.chance, base.majority)
-        columns.append([_fmt(acc - best, signed=True) for acc in result.accuracy(s)])
-    if has_task:
-        for s in splits:
-            columns.append([_fmt(v, signed=True) for v in controls.selectivity(s, result.accuracy(s))])
-    return header, [list(row) for row in zip(*columns, strict=True)] if columns else [[] for _ in result.layers]
-
-
-def _fmt(x: float, signed: bool = False) -> str:
-    if x is None or not np.isfinite(x):
-        return "-"
-    return f"{x:+.3f}" if signed else f"{x:.3f}"

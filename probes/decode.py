@@ -1,21 +1,25 @@
 """Linear decoders of ground truth from latent codes: fit on the train split, score on test/OOD, per layer.
 
-`decode_rules` is the paper's probe (Fig. 5F, Fig. 2B) with its baselines beside it (uniform chance,
-majority class, best constant, spec §8.5). `decode_terms` (per-term logistic F1) and `ridge_bits` (the
-reference code's ridge R² per latent bit, with folds grouped by composition) are the fuzzy-logic extras.
-Probes are plain scikit-learn pipelines (`make_probe`); nothing is re-implemented and nothing imports torch.
+`decode_rules` is the paper's probe (Fig. 5F, Fig. 2B) with its floors beside it (uniform chance, majority
+class, best constant, spec §8.5) and the input-only control (`probes.controls`). `decode_terms` (per-term
+logistic F1, floor: always answering "present") and `ridge_bits` (the reference code's ridge R² per latent bit,
+with folds grouped by composition; floor: the train mean) are the fuzzy-logic extras. Probes are plain
+scikit-learn pipelines (`make_probe`); nothing is re-implemented and nothing imports torch.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.metrics import confusion_matrix, f1_score, multilabel_confusion_matrix
 from sklearn.model_selection import GroupKFold, cross_val_predict
@@ -27,6 +31,8 @@ from tqdm.auto import tqdm
 from probes._compat import renamed_kwargs
 from probes.codes import LatentCodes, _class_labels
 from probes.controls import (
+    _stand_in,
+    input_features,
     input_only_term_f1,
     run_controls,
 )
@@ -34,6 +40,7 @@ from probes.decode_results import (  # noqa: F401 (the result types live there; 
     Baseline,
     BitRegressionResult,
     DecodingResult,
+    Headline,
     LayerDecoding,
     TermDecodingResult,
     _fmt,
@@ -58,6 +65,48 @@ def _single_threaded(fn: Callable) -> Callable:
             return fn(*args, **kwargs)
 
     return wrapper
+
+
+_counting = contextvars.ContextVar("counting_convergence_warnings", default=False)
+
+
+def _counting_convergence(fn: Callable) -> Callable:
+    """Run `fn`, turning the ConvergenceWarnings its probes raise into one note on the result it returns
+    (`notes`), instead of one warning per probe; other warnings pass through. Nested calls count for the outermost.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if _counting.get():
+            return fn(*args, **kwargs)
+        token = _counting.set(True)
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", ConvergenceWarning)
+                result = fn(*args, **kwargs)
+        finally:
+            _counting.reset(token)
+        n_unconverged = 0
+        for warning in caught:
+            if issubclass(warning.category, ConvergenceWarning):
+                n_unconverged += 1
+            else:
+                warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+        if n_unconverged and hasattr(result, "notes"):
+            max_iter = kwargs.get("max_iter", 1000)
+            note = (f"{n_unconverged} logistic probe fit(s) stopped at max_iter={max_iter} before converging "
+                    "(sklearn ConvergenceWarning); raise max_iter to let them finish")
+            result = replace(result, notes=(*result.notes, note))
+        return result
+
+    return wrapper
+
+
+def _always_present_f1(indicator: np.ndarray, mask: np.ndarray, evaluated: list[int]) -> float:
+    """Mean F1 over the evaluated classes of answering "present" on every row of `mask`: the set-decoding floor."""
+    support = indicator[mask][:, evaluated].sum(axis=0)
+    n = int(mask.sum())
+    return float(np.mean(2 * support / (n + support))) if n else float("nan")
 
 
 def make_probe(C: float = 1.0, max_iter: int = 1000, random_state: int | None = 0) -> Pipeline:
@@ -184,8 +233,8 @@ def _decode_sets(codes, name, y, names, groups, train, masks, probe_params, prog
             evaluated.append(c)
     if not evaluated:
         raise ValueError(f"label={name!r}: no class varies across the train rows, so no probe can be fitted")
-    if skipped:
-        logger.info("label %r: no probe for %d classes (%s)", name, len(skipped), skipped)
+    if skipped:  # listed in the result (TermDecodingResult.skipped) and the table, so not logged above debug
+        logger.debug("label %r: no probe for %d classes (%s)", name, len(skipped), skipped)
     f1 = {s: np.full((len(groups), n_classes), np.nan) for s in masks}
     support = {s: indicator[m].sum(axis=0) for s, m in masks.items()}
     rows = []
@@ -214,12 +263,15 @@ def _decode_sets(codes, name, y, names, groups, train, masks, probe_params, prog
         skipped=skipped,
         f1=f1,
         support=support,
+        always_present_f1={s: _always_present_f1(indicator, m, evaluated) for s, m in masks.items()},
+        reading=codes.reading,
     )
     return rows, terms
 
 
 @renamed_kwargs(eval_splits="splits")
 @_single_threaded
+@_counting_convergence
 def decode_rules(
     codes: LatentCodes,
     label: str | None = None,
@@ -237,7 +289,9 @@ def decode_rules(
 
     A 1-D label (SRAVEN `rule`) gets one multinomial probe per layer group. A 2-D label of class sets
     (fuzzy-logic `terms` [n, K]) gets one binary probe per class; a row counts as correct when the predicted
-    set equals the true set. Baselines (chance, majority, best constant) are computed on the same rows.
+    set equals the true set. Floors (chance, majority, best constant; always-present F1 for sets) are computed on
+    the same rows, and `headlines()` sets every score beside its floors and the input-only control. The result
+    records the codes' reading (`LatentCodes.reading`).
 
     Args:
         codes: latent codes with a `train` split and at least one evaluation split.
@@ -324,6 +378,7 @@ def decode_rules(
         bits=bits,
         params=params,
         controls=control_result,
+        reading=codes.reading,
     )
 
 
@@ -343,8 +398,9 @@ def decode_terms(
 ) -> TermDecodingResult:
     """Fuzzy logic (paper Fig. 2B): one logistic probe per layer and term, "is term t in the composition?".
 
-    Probes are fitted on train rows and scored (F1) on each evaluation split. Terms that never vary in the
-    train rows (never used in training: `novel_terms`) get no probe and are listed in `skipped`.
+    Probes are fitted on train rows and scored (F1) on each evaluation split, beside the floor of answering
+    "present" for every term (`always_present_f1`). Terms that never vary in the train rows (never used in
+    training: `novel_terms`) get no probe and are listed in `skipped`.
 
     Args:
         codes: fuzzy-logic codes with a `terms` [n, K] label.
@@ -407,6 +463,7 @@ def ridge_bits(
     n_folds: int = 5,
     groups: str | None = None,
     splits: str | Sequence[str] | None = None,
+    controls: bool = True,
 ) -> BitRegressionResult:
     """Fuzzy logic, the reference code's metric: ridge regression from codes to each latent bit, as R².
 
@@ -423,6 +480,8 @@ def ridge_bits(
         n_folds: GroupKFold folds (fewer when there are fewer compositions).
         groups: label naming each row's composition (default: `composition`, else derived from `terms`).
         splits: as in `decode_rules`.
+        controls: when the codes carry `inputs`, also fit the same ridge on the raw input tokens
+            (`input_only_r2`). The floor, predicting the train rows' mean (`train_mean_r2`), is always computed.
 
     Returns:
         A `BitRegressionResult`.
@@ -460,6 +519,19 @@ def ridge_bits(
         for split in splits:
             mask = codes.split == split
             r2[split][g] = _r2_per_column(bits[mask], ridge.predict(X[mask]))
+    train_mean = bits[train].mean(axis=0)
+    with np.errstate(all="ignore"):
+        floor = {}
+        for split in splits:
+            mask = codes.split == split
+            per_bit = _r2_per_column(bits[mask], np.broadcast_to(train_mean, bits[mask].shape))
+            floor[split] = float(np.nanmean(per_bit)) if np.isfinite(per_bit).any() else float("nan")
+    input_only = None
+    if controls and codes.inputs is not None:
+        stand_in = _stand_in(codes, input_features(codes), codes.labels)
+        only = ridge_bits(stand_in, label, "all", alpha=alpha, n_folds=n_folds, groups=groups, splits=splits,
+                          controls=False)
+        input_only = {s: float(only.mean(s)[0]) for s in splits}
     return BitRegressionResult(
         label=label,
         bit_names=bit_names,
@@ -469,4 +541,7 @@ def ridge_bits(
         n_groups=n_groups,
         r2_cv=r2_cv,
         r2=r2,
+        reading=codes.reading,
+        train_mean_r2=floor,
+        input_only_r2=input_only,
     )

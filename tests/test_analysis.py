@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shutil
+import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -145,17 +148,27 @@ def test_demo_trains_three_variants_and_prints_the_comparison(tmp_path, cli, cap
     )
     printed = capsys.readouterr().out
     lines = printed.splitlines()
-    assert lines[0].split()[:3] == ["variant", "test", "acc"]
-    assert [line.split()[0] for line in lines[1:4]] == ["softmax", "linear", "hyla"]
+    assert lines[0] == "codes read at paper positions, unpermuted inputs (default); held-out (OOD) compositions"
+    assert lines[1].split()[:3] == ["variant", "test", "acc"]
+    assert "chance" in lines[1] and "majority" in lines[1] and "input-only" in lines[1] and "codes − best" in lines[1]
+    assert [line.split()[0] for line in lines[2:5]] == ["softmax", "linear", "hyla"]
     assert f"report: {out / 'report.html'}" in printed
     result = json.loads((out / "demo.json").read_text())
+    assert result["reading"] == "paper positions, unpermuted inputs (default)"
     assert [row["variant"] for row in result["rows"]] == ["softmax", "linear", "hyla"]
     for row in result["rows"]:
-        assert (out / row["variant"] / "codes" / "paper.npz").is_file()
-        # the table's numbers are the last single layer's OOD decoding of the report's (all_features) codes
-        again = decode_rules(analysis.load_codes(out / row["variant"], "all_features"), progress=False)
+        assert (out / row["variant"] / "codes" / "all_features.npz").is_file()
+        # the headline columns are the last single layer's OOD decoding of the default reading (paper positions)
+        codes = analysis.load_codes(out / row["variant"])
+        again = decode_rules(codes, progress=False)
         assert row["decode_ood_last"] == pytest.approx(again.accuracy("ood")[-2])
-        assert row["majority_ood"] == pytest.approx(again.baselines["ood"].majority)
+        rule, train, ood = codes.labels["rule"], codes.split == "train", codes.split == "ood"
+        majority = np.mean(rule[ood] == np.argmax(np.bincount(rule[train])))  # floors computed from the labels
+        assert row["majority_ood"] == pytest.approx(majority) and row["chance"] == pytest.approx(1 / 8)
+        best = max(majority, 1 / 8, row["input_only_ood"])
+        assert row["codes_minus_control"] == pytest.approx(row["decode_ood_last"] - best)
+        also = decode_rules(analysis.load_codes(out / row["variant"], "all_features"), progress=False)
+        assert row["decode_ood_last_all_features"] == pytest.approx(also.accuracy("ood")[-2])
 
 
 def test_a_fuzzy_logic_run_goes_through_extract_decode_and_figures(tmp_path, cli, capsys):
@@ -178,11 +191,13 @@ def _error(capsys) -> str:
     return " ".join(capsys.readouterr().err.split())
 
 
-def test_decode_without_codes_extracts_them_first(run_copy, cli, capsys):
+def test_decode_without_codes_extracts_them_first_and_says_so_once(run_copy, cli, capsys, caplog):
     shutil.rmtree(run_copy / "codes")
-    assert cli(["decode", str(run_copy), "--no-progress"]) == 0
-    out = capsys.readouterr().out
-    assert f"{run_copy} has no paper codes yet; extracting them first" in out
+    with caplog.at_level(logging.INFO):
+        assert cli(["decode", str(run_copy), "--no-progress"]) == 0
+    said = [r.getMessage() for r in caplog.records if "extracting them first" in r.getMessage()]
+    assert said == [f"{run_copy} has no codes at paper positions, unpermuted inputs yet; extracting them first"]
+    assert "extracting" not in capsys.readouterr().out
     codes = analysis.load_codes(run_copy, "paper")
     assert codes.n_samples == 3 * 2048 and codes.splits == ("train", "test", "ood")  # extract_run's defaults
     written = json.loads((run_copy / "codes" / "paper.decode.json").read_text())
@@ -190,12 +205,18 @@ def test_decode_without_codes_extracts_them_first(run_copy, cli, capsys):
     assert [row["accuracy"] for row in written["layers"]] == [row.accuracy for row in expected.layers]
 
 
-def test_figures_and_report_without_codes_name_the_command_that_makes_them(run_copy, cli, capsys):
+def test_figures_and_report_without_codes_extract_them_first(run_copy, cli, capsys, caplog):
     shutil.rmtree(run_copy / "codes")
-    assert cli(["figures", str(run_copy)]) == 2
-    assert "latentcode extract" in _error(capsys)
-    assert cli(["report", str(run_copy)]) == 2
-    assert "latentcode extract" in _error(capsys)
+    with caplog.at_level(logging.INFO):
+        assert cli(["figures", str(run_copy), "--format", "png", "--embed", "pca", "--no-progress"]) == 0
+    assert (run_copy / "codes" / "paper.npz").is_file() and (run_copy / "figures" / "decoding.png").is_file()
+    assert sum("extracting them first" in r.getMessage() for r in caplog.records) == 1
+    shutil.rmtree(run_copy / "codes")
+    assert cli(["report", str(run_copy), "--embed", "pca", "--no-progress"]) == 0
+    summary = json.loads((run_copy / "summary.json").read_text())
+    assert summary["runs"]["hyla"]["meta"]["reading"] == "paper positions, unpermuted inputs (default)"
+    assert "paper positions, unpermuted inputs (default)" in summary["title"]
+    assert (run_copy / "codes" / "paper.npz").is_file()
 
 
 def test_commands_on_a_directory_that_is_no_run(tmp_path, cli, capsys):
@@ -294,3 +315,126 @@ def test_every_help_ends_with_an_example(cli, capsys, command):
     assert cli([command, "--help"]) == 0
     lines = capsys.readouterr().out.rstrip().splitlines()
     assert lines[-2] == "example:" and lines[-1].strip().startswith(f"latentcode {command}")
+
+
+# ------------------------------------------------------------------------------------------ one reading
+def test_the_reading_is_chosen_with_inputs_and_shown_in_every_result(run_copy, cli, capsys):
+    assert cli(["decode", str(run_copy), "--inputs", "permuted", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "reading: paper positions, permuted inputs\n" in out
+    assert (run_copy / "codes" / "paper-permuted.npz").is_file()
+    saved = json.loads((run_copy / "codes" / "paper-permuted.decode.json").read_text())
+    assert saved["reading"] == "paper positions, permuted inputs"
+    assert saved["headline"]["accuracy"]["ood"]["floors"]["chance"] == pytest.approx(1 / 8)
+    default = json.loads(analysis.decode_run(run_copy, progress=False)[1].read_text())
+    assert default["reading"] == "paper positions, unpermuted inputs (default)"
+    written = analysis.figures_run(run_copy, inputs="permuted", formats=["png"], embed_method="pca", progress=False)
+    assert run_copy / "figures" / "decoding_permuted.png" in written
+    assert cli(["decode", str(run_copy), "--inputs", "fixed_query"]) == 2
+    assert "valid: unpermuted, permuted" in _error(capsys)
+
+
+def test_codes_written_before_readings_were_recorded_still_load(run_copy, cli, capsys, tmp_path):
+    # a SRAVEN file of the previous release: no reading, and `inputs` recorded as "uniform" although unpermuted
+    _rewrite_codes(run_copy, meta=lambda m: {**{k: v for k, v in m.items() if k not in ("reading", "default_reading")},
+                                             "inputs": "uniform"})
+    codes = analysis.load_codes(run_copy)
+    assert codes.reading == "paper positions, unpermuted inputs (assumed: written before readings were recorded)"
+    assert cli(["decode", str(run_copy)]) == 0
+    assert "unpermuted inputs (assumed" in capsys.readouterr().out
+
+    # a fuzzy-logic file of the previous release, read at uniform inputs: not the default reading any more
+    task = get_task("fuzzy_logic", seed=0)
+    run_dir = tmp_path / "fuzzy"
+    torch.manual_seed(0)
+    cfg = train_config("fuzzy_logic", "tiny", steps=2, warmup=1, eval_every=2, eval_samples=32, log_every=1,
+                       checkpoint_every=2)
+    train(model_config(task, "linear", "tiny"), task, cfg, run_dir, progress=False)
+    analysis.extract_run(run_dir, n_samples=48, inputs="uniform", progress=False)
+    old = analysis.codes_path(run_dir, inputs="uniform")
+    shutil.move(old, analysis.codes_path(run_dir))
+    meta = json.loads(old.with_suffix(".json").read_text())
+    meta = {k: v for k, v in meta.items() if k not in ("inputs", "reading", "default_reading")}
+    analysis.codes_path(run_dir).with_suffix(".json").write_text(json.dumps(meta))
+    old.with_suffix(".json").unlink()
+    assert cli(["decode", str(run_dir)]) == 2
+    err = _error(capsys)
+    assert "not at fixed_query inputs (fuzzy_logic's default, the paper's reading)" in err
+    assert "--inputs uniform" in err and "latentcode extract" in err
+    assert cli(["decode", str(run_dir), "--inputs", "uniform"]) == 0
+    assert "reading: paper positions, uniform inputs (assumed" in capsys.readouterr().out
+    assert (run_dir / "codes" / "paper.decode.json").is_file()
+
+
+# ----------------------------------------------------------------------------------- check before working
+def test_extract_checks_the_splits_before_copying_the_run(trained_run, cli, capsys, tmp_path):
+    out = tmp_path / "copy"
+    assert cli(["extract", str(trained_run), "--splits", "train,val", "--out", str(out)]) == 2
+    assert "unknown split 'val'" in _error(capsys)
+    assert not out.exists()
+    assert cli(["extract", str(trained_run), "--inputs", "shuffled", "--out", str(out)]) == 2
+    assert "valid: unpermuted, permuted" in _error(capsys) and not out.exists()
+
+
+def test_decode_checks_the_label_before_extracting(run_copy, cli, capsys, caplog):
+    shutil.rmtree(run_copy / "codes")
+    before = sorted(p.name for p in run_copy.iterdir())
+    with caplog.at_level(logging.INFO):
+        assert cli(["decode", str(run_copy), "--label", "rules"]) == 2
+    err = _error(capsys)
+    assert "label='rules' cannot be decoded from sraven codes; available labels: rule," in err
+    assert sorted(p.name for p in run_copy.iterdir()) == before  # nothing extracted, nothing written
+    assert not any("extracting" in r.getMessage() for r in caplog.records)
+
+
+def test_decoding_a_shipped_checkpoint_without_out_refuses_before_extracting(run_copy, cli, capsys, caplog):
+    shutil.rmtree(run_copy / "codes")
+    (run_copy / "shipped.json").write_text("{}")
+    with caplog.at_level(logging.INFO):
+        assert cli(["decode", str(run_copy)]) == 2
+    captured = capsys.readouterr()
+    assert "shipped checkpoint" in captured.err and "--out" in captured.err
+    assert "extracting" not in captured.out and not any("extracting" in r.getMessage() for r in caplog.records)
+    assert not (run_copy / "codes").exists()
+
+
+def test_report_checks_every_run_before_extracting_any(run_copy, trained_run, cli, capsys, tmp_path):
+    shutil.rmtree(run_copy / "codes")
+    assert cli(["report", str(run_copy), str(tmp_path), "--out", str(tmp_path / "r")]) == 2
+    assert "is not a run directory" in _error(capsys)
+    assert not (run_copy / "codes").exists() and not (tmp_path / "r").exists()
+
+
+REPO_CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
+
+
+@pytest.mark.skipif(not (REPO_CHECKPOINTS / "fuzzy_logic-hyla").is_dir(), reason="no shipped checkpoints")
+def test_the_demo_prints_floors_and_one_notes_line(tmp_path, cli, capsys, caplog):
+    out = tmp_path / "demo"
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.INFO):
+        warnings.simplefilter("always")
+        assert cli(["demo", "--out", str(out), "--variants", "hyla", "--n", "64", "--embed", "pca",
+                    "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    lines = printed.splitlines()
+    assert lines[0] == "codes read at paper positions, fixed_query inputs (default); held-out (OOD) compositions"
+    assert lines[1].split("  ")[:3] == ["variant", "test r2", "OOD r2"]
+    assert "always-present F1" in lines[1] and "input-only F1" in lines[1] and "codes − best" in lines[1]
+    notes = [line for line in lines if line.startswith("notes: ")]
+    assert len(notes) == 1 and "no probe for 4 terms" in notes[0]
+    assert not any("no probe" in r.getMessage() for r in caplog.records)
+    escaped = [w for w in caught if type(w.message).__name__ in ("ConvergenceWarning", "ConstantCodesWarning")]
+    assert not escaped
+    (row,) = json.loads((out / "demo.json").read_text())["rows"]
+    codes = analysis.load_codes(out / "hyla")
+    terms, ood = codes.labels["terms"], codes.split == "ood"
+    present = np.zeros((len(terms), 16), dtype=bool)
+    present[np.arange(len(terms))[:, None], terms] = True
+    train = present[codes.split == "train"]
+    evaluated = train.any(axis=0) & ~train.all(axis=0)
+    support = present[ood][:, evaluated].sum(axis=0)
+    always_present = np.mean(2 * support / (ood.sum() + support))  # the floor, from the labels alone
+    assert row["always_present_f1_ood"] == pytest.approx(always_present)
+    best = max(always_present, row["input_only_f1_ood"])
+    assert row["term_f1_minus_best"] == pytest.approx(row["term_f1_ood_last"] - best)
+    assert f"{always_present:.3f}" in lines[2]

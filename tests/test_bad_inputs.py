@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from latentcode.analysis import extract_run
+from latentcode.analysis import decode_run, extract_run
 from latentcode.cli import main
 from latentcode.config import ModelConfig, model_config, train_config
 from latentcode.tasks import get_task
@@ -94,6 +94,18 @@ CLI_CASES = [
     ("extract-not-a-run", ["extract", "{w}/mine"], None, "is not a latentcode run config"),
     ("extract-unknown-split", ["extract", "{w}/run", "--splits", "train,bogus"], None, "unknown split 'bogus'"),
     ("extract-zero-samples", ["extract", "{w}/run", "--n-samples", "0"], None, "n_samples=0"),
+    # every argument is checked before anything is copied, extracted or written
+    ("extract-unknown-split-before-copy", ["extract", "{w}/run", "--splits", "train,val", "--out", "{w}/copy"], None,
+     "unknown split 'val' for task 'sraven'"),
+    ("extract-unknown-inputs", ["extract", "{w}/run", "--inputs", "shuffled", "--out", "{w}/copy"], None,
+     "inputs='shuffled' is not an input choice of task 'sraven'; valid: unpermuted, permuted"),
+    ("decode-label-before-extracting", ["decode", "{w}/run", "--label", "rules"],
+     lambda w: shutil.rmtree(w / "run" / "codes"), "label='rules' cannot be decoded from sraven codes"),
+    ("decode-unknown-inputs", ["decode", "{w}/run", "--inputs", "fixed_query"], None, "valid: unpermuted, permuted"),
+    ("figures-unknown-inputs", ["figures", "{w}/run", "--inputs", "bogus"], None, "not an input choice"),
+    ("report-unknown-inputs", ["report", "{w}/run", "--inputs", "bogus"], None, "not an input choice"),
+    ("demo-unknown-inputs", ["demo", "--inputs", "bogus", "--out", "{w}/demo"], None,
+     "valid: fixed_query, uniform, fixed_context"),
     ("decode-unknown-label", ["decode", "{w}/run", "--label", "nosuch"], None, "available labels"),
     ("decode-unknown-positions", ["decode", "{w}/run", "--positions", "somewhere"], None, "invalid choice"),
     ("decode-nan-codes", ["decode", "{w}/run"], lambda w: _nan_codes(w / "run"), "NaN or infinite"),
@@ -162,6 +174,10 @@ API_CASES = [
     ("model-shape", lambda w: ModelConfig(d_in=5, d_out=1, seq_len=4, d_model=96, n_heads=5),
      "is not divisible by n_heads=5"),
     ("load-missing-codes", lambda w: LatentCodes.load(w / "mine" / "codes"), "does not exist"),
+    ("extract-run-split-before-copy", lambda w: extract_run(w / "run", splits=("train", "val"), out_dir=w / "copy"),
+     "unknown split 'val'"),
+    ("decode-run-unknown-inputs", lambda w: decode_run(w / "run", inputs="bogus", out_dir=w / "copy"),
+     "not an input choice"),
     ("train-force-user-folder", lambda w: train(ModelConfig(d_in=8, d_out=8, seq_len=36), get_task("sraven"),
                                                 train_config("sraven", "tiny"), w / "mine", force=True),
      "--force refused"),

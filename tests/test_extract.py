@@ -98,7 +98,7 @@ def test_fuzzy_logic_paper_codes_are_the_query_attending_to_itself(fuzzy):
     model = _model(fuzzy, "linear")
     codes = extract_latent_codes(model, fuzzy, splits=("train", "ood"), n_samples=10, progress=False)
     assert codes.codes.shape == (20, 2, 4, 1, 1)
-    batch = fuzzy.sample(10, "ood", seed=0)
+    batch = fuzzy.sample(10, "ood", seed=0, inputs="fixed_query")  # the default reading: one shared query input
     with torch.no_grad():
         out, cache = model.run_with_cache(batch.x)
     np.testing.assert_allclose(
@@ -171,6 +171,8 @@ def test_all_features_is_sraven_only(fuzzy):
         pytest.param(dict(splits=("validation",)), "valid splits: train, test, ood", id="unknown-split"),
         pytest.param(dict(layers=[2]), "the model has 2 layers", id="layer-out-of-range"),
         pytest.param(dict(n_samples=0), "must be positive", id="n-zero"),
+        pytest.param(dict(splits=("train", "train")), "names a split twice", id="split-twice"),
+        pytest.param(dict(inputs="fixed_query"), "valid: unpermuted, permuted", id="another-tasks-inputs"),
     ],
 )
 def test_bad_arguments_raise(sraven, kwargs, message):
@@ -259,17 +261,59 @@ def test_saved_codes_round_trip(sraven, tmp_path):
         np.testing.assert_array_equal(loaded.labels[name], value)
 
 
-def test_fixed_query_inputs_share_the_query_token_across_instances():
+def test_fuzzy_logic_codes_are_read_at_one_shared_query_input_by_default():
     from latentcode import build_model, extract_latent_codes, get_task
 
     task = get_task("fuzzy_logic", seq_len=8)
     model = build_model(task, "hyla", preset="tiny")
-    fixed = extract_latent_codes(model, task, ("train", "ood"), 16, inputs="fixed_query", progress=False)
-    uniform = extract_latent_codes(model, task, ("train", "ood"), 16, progress=False)
-    query_x = fixed.inputs[:, -1, : task.config.n_variables]
-    assert np.all(query_x == query_x[0]) and fixed.meta["inputs"] == "fixed_query"
-    assert not np.all(uniform.inputs[:, -1, : task.config.n_variables] == uniform.inputs[0, -1, : task.config.n_variables])
-    assert uniform.meta["inputs"] == "uniform"
-    with pytest.raises(ValueError, match="fuzzy-logic option"):
-        extract_latent_codes(build_model(get_task("sraven"), "hyla", preset="tiny"), get_task("sraven"), ("train",), 4,
-                             inputs="fixed_query", progress=False)
+    default = extract_latent_codes(model, task, ("train", "ood"), 16, progress=False)
+    uniform = extract_latent_codes(model, task, ("train", "ood"), 16, inputs="uniform", progress=False)
+    n_variables = task.config.n_variables
+    query_x = default.inputs[:, -1, :n_variables]
+    assert np.all(query_x == query_x[0])  # every train and ood instance shares the query input
+    assert not np.all(uniform.inputs[:, -1, :n_variables] == uniform.inputs[0, -1, :n_variables])
+    assert default.meta["inputs"] == "fixed_query" and default.meta["default_reading"] is True
+    assert default.reading == default.meta["reading"] == "paper positions, fixed_query inputs (default)"
+    assert uniform.meta["inputs"] == "uniform" and uniform.meta["default_reading"] is False
+    assert uniform.reading == "paper positions, uniform inputs"
+    context = extract_latent_codes(model, task, ("ood",), 8, inputs="fixed_context", progress=False)
+    assert np.all(context.inputs[:, :-1, :n_variables] == context.inputs[:1, :-1, :n_variables])
+    with pytest.raises(ValueError, match="valid: fixed_query, uniform, fixed_context"):
+        extract_latent_codes(model, task, ("train",), 4, inputs="shuffled", progress=False)
+
+
+def test_sraven_codes_are_read_unpermuted_by_default_and_permuted_on_request():
+    task = get_task("sraven", seed=0, permute_features=True)
+    model = _model(task)
+    default = extract_latent_codes(model, task, ("ood",), 64, positions="all_features", progress=False)
+    assert default.meta["inputs"] == "unpermuted" and default.meta["default_reading"] is False  # not paper positions
+    assert default.reading == "all_features positions, unpermuted inputs"
+    np.testing.assert_array_equal(default.labels["feature"], np.tile(np.arange(4), 64))
+    paper = extract_latent_codes(model, task, ("ood",), 4, progress=False)
+    assert paper.reading == "paper positions, unpermuted inputs (default)"
+
+    permuted = extract_latent_codes(model, task, ("ood",), 64, positions="all_features", inputs="permuted",
+                                    progress=False)
+    batch = task.sample(64, "ood", seed=0)  # what the permuted reading draws
+    perm, rules = batch.labels["perm"].numpy(), batch.labels["rules"].numpy()
+    slot = np.tile(np.arange(4), 64)
+    instance = np.repeat(np.arange(64), 4)
+    feature = perm[instance, 2, slot]  # panel 9 sits in column 2
+    assert not np.array_equal(feature, slot)  # the columns are permuted
+    np.testing.assert_array_equal(permuted.labels["feature"], feature)
+    np.testing.assert_array_equal(permuted.labels["rule"], rules[instance, feature])
+    np.testing.assert_array_equal(permuted.labels["target"], batch.y.numpy()[instance, slot])
+    np.testing.assert_array_equal(permuted.inputs[::4], batch.x.numpy())
+    assert permuted.meta["inputs"] == "permuted"
+
+
+def test_check_extraction_rejects_bad_arguments_without_a_model():
+    from latentcode.extract import check_extraction
+
+    task = get_task("sraven")
+    spec, choice = check_extraction(task, ("train", "ood"), 8)
+    assert spec.name == "paper" and choice.name == "unpermuted"
+    with pytest.raises(ValueError, match="unknown split 'val'"):
+        check_extraction(task, ("train", "val"))
+    with pytest.raises(ValueError, match="one string"):
+        check_extraction(task, "train")

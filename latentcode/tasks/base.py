@@ -1,7 +1,9 @@
-"""The task protocol every generated task follows, the `Batch` it returns, and the task registry.
+"""The task protocol every generated task follows, the `Batch` it returns, how its latent codes are read by default
+(`CodeReading`), and the task registry.
 
 A task owns its compositional split (which compositions are `train`, `test`, `ood`, ...), generates batches
-directly on the requested device, and knows its loss and metrics. It knows nothing about models.
+directly on the requested device, knows its loss and metrics, and names the inputs its latent codes are read at.
+It knows nothing about models.
 """
 
 from __future__ import annotations
@@ -44,6 +46,67 @@ class Batch:
         )
 
 
+@dataclass(frozen=True)
+class InputChoice:
+    """One input distribution latent codes can be read at (`latentcode extract --inputs NAME`).
+
+    Attributes:
+        name: what `--inputs` / `inputs=` calls it.
+        sample_options: keyword arguments of the task's `sample` that draw it.
+        description: one line for help texts.
+    """
+
+    name: str
+    sample_options: dict[str, Any]
+    description: str
+
+
+@dataclass(frozen=True)
+class CodeReading:
+    """How a task's latent codes are read: the input distributions to choose from and the labels worth decoding.
+
+    The first input choice is the task's default reading, the paper's (spec §4.1); together with the `paper`
+    positions (`latentcode.extract.resolve_positions`) it is what every analysis uses unless told otherwise.
+
+    Attributes:
+        inputs: the input choices, the default first.
+        labels: labels of the extracted codes that `probes.decode_rules` can decode, the default first (checked
+            before anything is extracted).
+
+    >>> reading = CodeReading((InputChoice("plain", {}, "as in training"),), ("rule",))
+    >>> reading.default_inputs, reading.choice(None).name
+    ('plain', 'plain')
+    """
+
+    inputs: tuple[InputChoice, ...]
+    labels: tuple[str, ...]
+
+    @property
+    def default_inputs(self) -> str:
+        """The default input choice's name."""
+        return self.inputs[0].name
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(choice.name for choice in self.inputs)
+
+    def choice(self, inputs: str | None, task: str = "this task") -> InputChoice:
+        """The input choice named `inputs` (None: the default).
+
+        Raises:
+            ValueError: an unknown name (the message lists the valid ones).
+        """
+        if inputs is None:
+            return self.inputs[0]
+        for choice in self.inputs:
+            if choice.name == inputs:
+                return choice
+        raise ValueError(
+            f"inputs={inputs!r} is not an input choice of {task}; valid: {', '.join(self.input_names)} "
+            f"(default: {self.default_inputs}, the paper's reading)"
+        )
+
+
 @runtime_checkable
 class Task(Protocol):
     """What training, extraction and the CLI rely on. See `FuzzyLogic` and `SRaven` for the two tasks."""
@@ -56,6 +119,8 @@ class Task(Protocol):
     seq_len: int
     n_readout: int
     """How many final positions the loss and metrics read; training runs the last block on those alone."""
+    code_reading: ClassVar[CodeReading]
+    """The inputs its latent codes are read at (the first is the default, the paper's) and the decodable labels."""
 
     def compositions(self, split: str) -> np.ndarray: ...
 

@@ -20,7 +20,14 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from latentcode.tasks.base import Batch, CompositionalTask, check_split, register_task
+from latentcode.tasks.base import (
+    Batch,
+    CodeReading,
+    CompositionalTask,
+    InputChoice,
+    check_split,
+    register_task,
+)
 
 _MAX_COMPOSITIONS = 1_000_000
 _MASK64 = (1 << 64) - 1
@@ -164,6 +171,18 @@ class FuzzyLogic(CompositionalTask):
     name: ClassVar[str] = "fuzzy_logic"
     splits: ClassVar[tuple[str, ...]] = ("train", "test", "ood", "novel_terms")
     metric_name: ClassVar[str] = "r2"
+    code_reading: ClassVar[CodeReading] = CodeReading(
+        inputs=(
+            InputChoice("fixed_query", {"inputs": "fixed_query"},
+                        "every instance shares one query input (the reference's *_fixed_query loaders, which "
+                        "its latent analyses and the paper's Fig. 2B/2D read; spec §4.1)"),
+            InputChoice("uniform", {"inputs": "uniform"}, "every input drawn at random, as in training"),
+            InputChoice("fixed_context", {"inputs": "fixed_context"},
+                        "every instance shares its seq_len - 1 context inputs (the reference's valid_fixed_context)"),
+        ),
+        labels=("terms", "composition", "instance"),
+    )
+    """Codes are read by default on instances sharing one query input: the response token's self-code (spec §4.1)."""
 
     def __init__(self, **params: Any) -> None:
         """Build the task and draw its held-out compositions from `seed`.

@@ -21,7 +21,14 @@ import torch.nn.functional as F
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from latentcode.tasks.base import Batch, CompositionalTask, check_split, register_task
+from latentcode.tasks.base import (
+    Batch,
+    CodeReading,
+    CompositionalTask,
+    InputChoice,
+    check_split,
+    register_task,
+)
 from latentcode.tasks.fuzzy_logic import (
     _check_disjoint,
     _generator,
@@ -113,6 +120,18 @@ class SRaven(CompositionalTask):
     name: ClassVar[str] = "sraven"
     splits: ClassVar[tuple[str, ...]] = ("train", "test", "ood")
     metric_name: ClassVar[str] = "acc"
+    code_reading: ClassVar[CodeReading] = CodeReading(
+        inputs=(
+            InputChoice("unpermuted", {"unpermuted": True},
+                        "feature permutation off, slot f follows rules[f] in every panel (the reference's "
+                        "*_unpermuted loaders its latent dumps read; spec §4.1)"),
+            InputChoice("permuted", {"unpermuted": False},
+                        "as in training (columns permuted when permute_features); each row is labelled with the "
+                        "rule of the feature its query slot predicts"),
+        ),
+        labels=("rule", "feature", "target", "prediction", "correct", "composition", "instance"),
+    )
+    """Codes are read by default on unpermuted instances at the reference's dump positions (spec §4.1)."""
 
     def __init__(self, **params: Any) -> None:
         """Build the task and draw its held-out rule multisets from `seed`.

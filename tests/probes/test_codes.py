@@ -203,3 +203,29 @@ def test_synthetic_fixtures_carry_exactly_the_labels_extraction_writes(request, 
         assert fixture.labels[name].dtype.kind == values.dtype.kind, name
     assert set(fixture.meta) <= set(extracted.meta)
     assert fixture.meta["positions"] == extracted.meta["positions"] and fixture.task == extracted.task
+
+
+@pytest.mark.parametrize(
+    ("meta", "inputs", "reading"),
+    [
+        pytest.param({"task": "fuzzy_logic", "positions": "paper"}, "uniform",
+                     "paper positions, uniform inputs (assumed: written before readings were recorded)",
+                     id="fuzzy-before-inputs-were-recorded"),
+        pytest.param({"task": "fuzzy_logic", "positions": "paper", "inputs": "fixed_query"}, "fixed_query",
+                     "paper positions, fixed_query inputs", id="fuzzy-inputs-recorded"),
+        pytest.param({"task": "sraven", "positions": "all_features", "inputs": "uniform"}, "unpermuted",
+                     "all_features positions, unpermuted inputs (assumed: written before readings were recorded)",
+                     id="sraven-always-unpermuted"),
+        pytest.param({"task": "sraven", "positions": "paper", "inputs": "permuted",
+                      "reading": "paper positions, permuted inputs"}, "permuted",
+                     "paper positions, permuted inputs", id="recorded-reading"),
+        pytest.param({"task": "sraven"}, "unpermuted", None, id="made-by-hand"),
+    ],
+)
+def test_files_written_before_readings_were_recorded_load_with_their_assumed_reading(tmp_path, meta, inputs,
+                                                                                     reading):
+    written = LatentCodes(np.zeros((4, 1, 2, 1, 1)), {"rule": np.array([0, 1, 0, 1])},
+                          np.array(["train", "train", "ood", "ood"]), meta).save(tmp_path / "old")
+    codes = LatentCodes.load(written)
+    assert codes.reading_inputs == inputs and codes.reading == reading
+    assert codes.meta == meta  # loading does not rewrite what the file says

@@ -96,10 +96,13 @@ def test_input_only_control_beats_codes_that_hold_nothing_and_decode_shows_it():
         best = max(result.baselines[split].chance, result.baselines[split].majority, controls.input_only[split])
         assert best == 1.0
     table = result.table()
-    assert "codes − best control test" in table and "input-only ood" in table and "selectivity ood" in table
-    rows = [line.split() for line in table.splitlines()[2:4]]
+    assert "codes − best test" in table and "input-only ood" in table and "selectivity ood" in table
+    rows = [line.split() for line in table.splitlines()[3:5]]
     for layer_row, acc in zip(rows, result.accuracy("test"), strict=True):
         assert f"{acc - 1.0:+.3f}" in layer_row
+    headline = result.headlines()["accuracy"]["test"]
+    assert headline.control == 1.0 and headline.best_of == "input-only"
+    np.testing.assert_allclose(headline.over_best, result.accuracy("test") - 1.0)
     assert decode_rules(codes, layers="each", controls=False).controls is None
     no_inputs = LatentCodes(codes.codes, codes.labels, codes.split, codes.meta)
     assert decode_rules(no_inputs, layers="each").controls is None
@@ -152,6 +155,24 @@ def test_decode_terms_shows_the_input_only_f1_which_is_perfect_when_terms_are_re
                         {"task": "fuzzy_logic", "label": "terms", "n_classes": 8, "layers": [0]}, inputs=inputs)
     result = decode_terms(codes)
     assert result.input_only_f1 == {"ood": 1.0}
-    assert "codes − input-only ood" in result.table()
+    assert "input-only ood" in result.table() and "codes − best ood" in result.table()
+    headline = result.headlines()["ood"]
+    assert headline.control == 1.0 and headline.best_of == "input-only"
+    np.testing.assert_allclose(headline.over_best, result.mean_f1("ood") - 1.0)
     assert decode_terms(codes, controls=False).input_only_f1 is None
     assert decode_rules(codes).terms.input_only_f1 == {"ood": 1.0}  # the set path of decode_rules carries it too
+
+
+def test_ridge_bits_shows_the_input_only_r2_which_is_perfect_when_bits_are_read_off_the_tokens(make_fuzzy):
+    from probes.decode import ridge_bits
+
+    codes = make_fuzzy(structure="random")
+    bits = codes.labels["term_bits"].reshape(codes.n_samples, 1, -1).astype(np.float32)  # one token of 8 bits
+    with_inputs = LatentCodes(codes.codes, codes.labels, codes.split, codes.meta, inputs=bits)
+    result = ridge_bits(with_inputs, layers="all", splits=["test", "ood"])
+    for split in ("test", "ood"):
+        assert result.input_only_r2[split] == pytest.approx(1.0, abs=0.01)
+        headline = result.headlines()[split]
+        assert headline.best_of == "input-only" and headline.over_best[0] < -0.5
+    assert ridge_bits(with_inputs, layers="all", controls=False).input_only_r2 is None
+    assert ridge_bits(codes, layers="all").input_only_r2 is None

@@ -1,14 +1,16 @@
 """Decoders recover planted structure, sit at chance on random codes, and report their baselines correctly."""
 
 import json
+import warnings
 
 import numpy as np
 import pytest
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Ridge
 from sklearn.model_selection import KFold, cross_val_predict
 from sklearn.pipeline import Pipeline
 
-from probes import LatentCodes, decode_rules, decode_terms, make_probe, ridge_bits
+from probes import LatentCodes, TermDecodingResult, decode_rules, decode_terms, make_probe, ridge_bits
 
 
 def test_make_probe_is_a_scaled_logistic_pipeline():
@@ -75,8 +77,12 @@ def test_results_serialize_and_tabulate(sraven):
     assert data["baselines"]["ood"]["chance"] == pytest.approx(0.125)
     table = result.table()
     lines = table.splitlines()
-    assert "chance" in lines[1] and "majority ood" in lines[1] and "train" in lines[1]
-    assert [line.split()[0] for line in lines[2:]] == ["0", "1", "2", "all"]
+    assert lines[1] == "reading: paper positions, unpermuted inputs (assumed: written before readings were recorded)"
+    assert "chance" in lines[2] and "majority ood" in lines[2] and "train" in lines[2]
+    assert "input-only ood" in lines[2] and "codes − best ood" in lines[2]
+    assert [line.split()[0] for line in lines[3:7]] == ["0", "1", "2", "all"]
+    assert data["reading"] == result.reading == sraven.reading
+    assert set(data["headline"]["accuracy"]) == {"test", "ood"}
 
 
 @pytest.mark.parametrize(
@@ -167,7 +173,7 @@ def test_fuzzy_term_probes_generalize_to_held_out_compositions(make_fuzzy):
     assert baseline.chance == pytest.approx(1 / 120)  # 1 / C(16, 2)
     assert baseline.majority == 0.0  # the train-majority composition never occurs in held-out compositions
     assert result.layers[-1].confusion["ood"].shape == (16, 2, 2)
-    assert "ridge R²" in result.table() and "skipped" in result.table()
+    assert "ridge R²" in result.table() and "no probe (n/a)" in result.table()
     json.dumps(result.to_dict(), allow_nan=False)
 
 
@@ -202,3 +208,104 @@ def test_ridge_folds_are_grouped_by_composition(make_fuzzy):
 def test_ridge_groups_fall_back_to_terms(make_fuzzy):
     codes = make_fuzzy(structure="bits", with_composition=False)
     assert ridge_bits(codes, layers="all").n_groups == 33
+
+
+# ------------------------------------------------------------------------------------- floors beside every score
+def _mode(values: np.ndarray) -> int:
+    return int(np.argmax(np.bincount(values)))
+
+
+def test_rule_floors_are_chance_and_majority_on_the_same_rows(make_sraven):
+    codes = make_sraven(n=1600, structure="random", label_from="last", seed=4)  # skewed labels, nothing to read
+    result = decode_rules(codes, layers="each+all")
+    rule, train = codes.labels["rule"], codes.split == "train"
+    majority_class = _mode(rule[train])
+    for split in ("test", "ood"):
+        rows = codes.split == split
+        majority = float(np.mean(rule[rows] == majority_class))
+        headline = result.headlines()["accuracy"][split]
+        assert headline.floors == {"chance": pytest.approx(1 / 8), "majority": pytest.approx(majority)}
+        assert headline.control is None and headline.best == pytest.approx(max(1 / 8, majority))
+        accuracy = np.array([row.accuracy[split] for row in result.layers])
+        np.testing.assert_allclose(headline.over_best, accuracy - max(1 / 8, majority))
+        saved = result.to_dict()["headline"]["accuracy"][split]
+        assert saved["best_of"] == "majority" and saved["codes_minus_best"] == pytest.approx(list(headline.over_best))
+    table = result.table()
+    assert f"{np.mean(rule[codes.split == 'ood'] == majority_class):.3f}" in table
+    header = table.splitlines()[2].split("  ")
+    assert "codes − best ood" in [h.strip() for h in header]
+    assert (result.headlines()["accuracy"]["ood"].over_best < 0.05).all()  # random codes do not beat the floor
+
+
+def test_term_floor_is_always_present_f1_on_the_same_rows(make_fuzzy):
+    codes = make_fuzzy(structure="random", seed=5)
+    result = decode_rules(codes)
+    terms, train = codes.labels["terms"], codes.split == "train"
+    present = np.zeros((codes.n_samples, 16), dtype=bool)
+    present[np.arange(codes.n_samples)[:, None], terms] = True
+    varies = present[train].any(axis=0) & ~present[train].all(axis=0)
+    assert result.terms.evaluated == np.flatnonzero(varies).tolist()
+    for split in ("test", "ood", "novel_terms"):
+        rows = codes.split == split
+        n, support = rows.sum(), present[rows][:, varies].sum(axis=0)
+        # "present" for every row: precision s / n, recall 1 (0 when the term is absent from the split)
+        expected = float(np.mean(2 * support / (n + support)))
+        assert result.terms.always_present_f1[split] == pytest.approx(expected)
+        headline = result.headlines()["term_f1"][split]
+        assert headline.floors == {"always_present": pytest.approx(expected)}
+        with np.errstate(all="ignore"):
+            mean_f1 = np.array([np.nanmean(row) if np.isfinite(row).any() else np.nan
+                                for row in result.terms.f1[split]])
+        np.testing.assert_allclose(headline.over_best, mean_f1 - expected)
+    assert result.terms.always_present_f1["novel_terms"] == 0.0  # no evaluated term occurs there
+    assert result.to_dict()["headline"]["term_f1"]["ood"]["best_of"] == "always_present"
+    assert result.terms.to_dict()["headline"]["ood"]["best_of"] == "always_present"
+    table = result.terms.table()
+    assert "always-present ood" in table and "codes − best ood" in table
+    assert f"{result.terms.always_present_f1['ood']:.3f}" in table
+
+
+def test_set_accuracy_floors_and_ridge_floor_on_the_same_rows(make_fuzzy):
+    codes = make_fuzzy(structure="bits", seed=6)
+    result = decode_rules(codes)
+    sets, train = np.sort(codes.labels["terms"], axis=1), codes.split == "train"
+    values, counts = np.unique(sets[train], axis=0, return_counts=True)
+    majority_set = values[np.argmax(counts)]
+    bits = codes.labels["term_bits"].reshape(codes.n_samples, -1).astype(float)
+    for split in ("test", "ood"):
+        rows = codes.split == split
+        floors = result.headlines()["accuracy"][split].floors
+        assert floors["chance"] == pytest.approx(1 / 120)  # one of C(16, 2) sets
+        assert floors["majority"] == pytest.approx(np.mean((sets[rows] == majority_set).all(axis=1)))
+        mean = bits[train].mean(axis=0)
+        residual = ((bits[rows] - mean) ** 2).sum(axis=0)
+        total = ((bits[rows] - bits[rows].mean(axis=0)) ** 2).sum(axis=0)
+        expected = np.mean(1 - residual[total > 0] / total[total > 0])
+        assert result.bits.train_mean_r2[split] == pytest.approx(expected)
+        assert result.headlines()["bit_r2"][split].floors == {"train_mean": pytest.approx(expected)}
+    assert "train-mean ood" in result.bits.table()
+
+
+def test_cells_say_na_when_not_computed_and_dash_when_undefined(make_fuzzy):
+    table = decode_rules(make_fuzzy(structure="terms")).table()  # codes without raw inputs: no control fitted
+    grid = table.splitlines()[2:6]
+    assert all(row.split()[-6:-3] == ["n/a", "n/a", "n/a"] for row in grid[1:]), table  # input-only per split
+    assert "controls: n/a" in table and "no probe (n/a): x1∧x2∧¬x3∧¬x4 (absent from train)" in table
+    # an F1 that was computed but is undefined (no row holds the term and none was predicted) reads "–"
+    terms = TermDecodingResult(label="terms", class_names=["a", "b", "c"], layers=["0"], evaluated=[0, 1],
+                               skipped={2: "absent from train"}, f1={"ood": np.array([[np.nan, np.nan, np.nan]])},
+                               support={"ood": np.array([0, 0, 0])}, always_present_f1={"ood": 0.0})
+    row = terms.table().splitlines()[3].split()
+    assert row == ["0", "–", "0.000", "n/a", "–"], terms.table()
+
+
+def test_convergence_warnings_become_one_note(make_sraven):
+    codes = make_sraven(n=600)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = decode_rules(codes, max_iter=1)
+    assert not [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+    (note,) = result.notes
+    assert "stopped at max_iter=1 before converging" in note
+    assert result.table().splitlines()[-1] == f"notes: {note}"
+    assert decode_rules(codes).notes == ()
