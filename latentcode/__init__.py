@@ -2,91 +2,78 @@
 
 Train softmax, linear and HYLA transformers on the paper's compositional tasks, extract the latent codes (the
 attention scores across heads of a query-key pair), and hand them to the torch-free `probes` package. This
-module re-exports the public API; nothing else needs importing from private modules.
+module re-exports the public API; nothing else needs importing from private modules. Each name loads its module
+on first use (PEP 562), so `import latentcode` itself imports neither torch nor the plotting and probing stack.
 """
 
-from latentcode._version import __version__
-from latentcode.analysis import decode_run, extract_run, figures_run, load_codes, report_runs
-from latentcode.checkpoint import CheckpointError, Run, load_run
-from latentcode.config import (
-    MODEL_PRESETS,
-    TRAIN_PRESETS,
-    VARIANTS,
-    ModelConfig,
-    TrainConfig,
-    model_config,
-    train_config,
-)
-from latentcode.demo import demo
-from latentcode.diagnostics import value_live_fraction
-from latentcode.ensemble import can_ensemble, train_ensemble
-from latentcode.experiments import (
-    ExperimentResult,
-    function_transfer,
-    mean_ablation,
-    rule_transfer,
-    run_experiment,
-)
-from latentcode.extract import LatentCodes, codes_from_patterns, extract_latent_codes
-from latentcode.hypernetwork import hypernetwork_forward, value_network_weights
-from latentcode.interventions import InterventionResult, ablate, code_direction, site_mask, steer, transplant
-from latentcode.model import Transformer, build_model
-from latentcode.pretrained import list_pretrained, load_pretrained
-from latentcode.results import collect_results, summarize
-from latentcode.tasks import TASKS, Batch, FuzzyLogic, SRaven, Task, get_task, task_from_dict
-from latentcode.train import NonFiniteLossError, evaluate, train
+from __future__ import annotations
 
-__all__ = [
-    "summarize",
-    "collect_results",
-    "load_pretrained",
-    "list_pretrained",
-    "value_live_fraction",
-    "MODEL_PRESETS",
-    "TASKS",
-    "TRAIN_PRESETS",
-    "VARIANTS",
-    "Batch",
-    "CheckpointError",
-    "ExperimentResult",
-    "FuzzyLogic",
-    "InterventionResult",
-    "LatentCodes",
-    "ModelConfig",
-    "NonFiniteLossError",
-    "Run",
-    "SRaven",
-    "Task",
-    "TrainConfig",
-    "Transformer",
-    "__version__",
-    "ablate",
-    "build_model",
-    "can_ensemble",
-    "code_direction",
-    "codes_from_patterns",
-    "decode_run",
-    "demo",
-    "evaluate",
-    "extract_latent_codes",
-    "extract_run",
-    "figures_run",
-    "function_transfer",
-    "get_task",
-    "hypernetwork_forward",
-    "load_codes",
-    "load_run",
-    "mean_ablation",
-    "model_config",
-    "report_runs",
-    "rule_transfer",
-    "run_experiment",
-    "site_mask",
-    "steer",
-    "task_from_dict",
-    "train",
-    "train_config",
-    "train_ensemble",
-    "transplant",
-    "value_network_weights",
-]
+import importlib
+import sys
+import types
+from typing import Any
+
+from latentcode._version import __version__
+
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "latentcode.analysis": ("decode_run", "extract_run", "figures_run", "load_codes", "report_runs"),
+    "latentcode.checkpoint": ("CheckpointError", "Run", "load_run"),
+    "latentcode.config": (
+        "MODEL_PRESETS", "TRAIN_PRESETS", "VARIANTS", "ModelConfig", "TrainConfig", "model_config", "train_config"
+    ),
+    "latentcode.demo": ("demo",),
+    "latentcode.diagnostics": ("value_live_fraction",),
+    "latentcode.ensemble": ("can_ensemble", "train_ensemble"),
+    "latentcode.experiments": (
+        "ExperimentResult", "function_transfer", "mean_ablation", "rule_transfer", "run_experiment"
+    ),
+    "latentcode.extract": ("LatentCodes", "codes_from_patterns", "extract_latent_codes"),
+    "latentcode.hypernetwork": ("hypernetwork_forward", "value_network_weights"),
+    "latentcode.interventions": (
+        "InterventionResult", "ablate", "code_direction", "site_mask", "steer", "transplant"
+    ),
+    "latentcode.model": ("Transformer", "build_model"),
+    "latentcode.pretrained": ("list_pretrained", "load_pretrained"),
+    "latentcode.results": ("collect_results", "summarize"),
+    "latentcode.tasks": ("TASKS", "Batch", "FuzzyLogic", "SRaven", "Task", "get_task", "task_from_dict"),
+    "latentcode.train": ("NonFiniteLossError", "evaluate", "train"),
+}  # fmt: skip
+"""The module each public name is imported from."""
+
+_SOURCE = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = ["__version__", *sorted(_SOURCE)]
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module on first use (then cached here); else a submodule, as before."""
+    if name in _SOURCE:
+        value = getattr(importlib.import_module(_SOURCE[name]), name)
+        globals()[name] = value
+        return value
+    if not name.startswith("_"):  # `lc.config.VARIANTS` kept working while __init__ imported everything
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """Keeps `latentcode.train`, `.evaluate` and `.demo` the functions of those names. Importing a submodule sets
+    an attribute of its name on the package (`import latentcode.train` would set `latentcode.train` to the
+    module); for a public name that is dropped, so the lazy lookup above returns the function, as the eager
+    imports this module used to make did."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _SOURCE and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -1,9 +1,10 @@
 """Multi-head attention covering every variant of the paper: one fixed dataflow with two swappable steps.
 
 forward = `qkv` -> `scores` -> `normalize` (score_norm) -> attention dropout -> `value_network` (value_net) ->
-`project_out`. Attention is computed explicitly (no fused kernel), so every step has a hook. The hypernetwork
-reading of the same layer (explicit generated weights, a loop over query-key pairs) lives in `hypernetwork.py`,
-reuses these methods, and is held equal to this batched form by the tests.
+`project_out`. Attention is computed explicitly (no fused kernel), so every step has a hook, and hooks may edit
+their tensors in place (`EditableHookPoint`). The hypernetwork reading of the same layer (explicit generated
+weights, a loop over query-key pairs) lives in `hypernetwork.py`, reuses these methods, and is held equal to this
+batched form by the tests.
 
 Axis letters in the einsum strings:
     b  batch        q  query_pos     k  key_pos     (q and k both run over the positions of self-attention)
@@ -76,6 +77,21 @@ class _RMSHead(torch.autograd.Function):
         return grad_scores.mul_(rms_inv), None, None
 
 
+class EditableHookPoint(HookPoint):
+    """A `HookPoint` whose forward hooks may edit the activation in place (`pattern[:, 0] = 0`), with gradients on.
+
+    Some activations are saved by the op that made them (softmax, RMSHead and relu/tanh/sigmoid keep their
+    outputs for the backward pass) or are views that autograd forbids editing (q, k and v are views of one
+    matmul's output). When a forward hook is attached and the activation is part of an autograd graph, the hooks
+    get a copy, which no autograd node has saved: the TransformerLens behaviour. Otherwise the activation passes
+    through untouched: training attaches no hooks, so its computation is op for op what it was, and under
+    `torch.no_grad` (extraction) nothing is saved for a backward pass, so in-place edits are safe without a copy.
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.clone() if self._forward_hooks and x.requires_grad else x
+
+
 class MultiHeadAttention(nn.Module):
     """Self-attention whose normalized scores are the latent codes of a hypernetwork (spec §1).
 
@@ -105,15 +121,18 @@ class MultiHeadAttention(nn.Module):
         self.act = ACTIVATIONS[cfg.value_act]
         self.scale = 1.0 / math.sqrt(Dqk)
         self.fused_kernels = True  # hand-written RMSHead backward; the ensemble trainer turns it off for vmap
-        self.hook_q = HookPoint()  # [batch, pos, head_index, d_head_qk]
-        self.hook_k = HookPoint()  # [batch, pos, head_index, d_head_qk]
-        self.hook_v = HookPoint()  # [batch, pos, head_index, d_head]
+        # Editable where autograd would refuse an in-place edit (a saved output, views of one matmul); the scores
+        # and z are fresh tensors that nothing saves.
+        self.hook_q = EditableHookPoint()  # [batch, pos, head_index, d_head_qk]
+        self.hook_k = EditableHookPoint()  # [batch, pos, head_index, d_head_qk]
+        self.hook_v = EditableHookPoint()  # [batch, pos, head_index, d_head]
         # [batch, head_index, query_pos, key_pos]: scaled, with the position bias
         self.hook_attn_scores = HookPoint()
-        # [batch, head_index, query_pos, key_pos]: normalized, the latent codes (not contiguous for rms_head + mlp)
-        self.hook_pattern = HookPoint()
+        # [batch, head_index, query_pos, key_pos]: normalized, the latent codes (not contiguous for rms_head + mlp).
+        # With score_norm="none" it is the scores tensor itself (the copy keeps hook_attn_scores apart, with grads)
+        self.hook_pattern = EditableHookPoint()
         if cfg.value_net == "mlp":
-            self.hook_value_hidden = HookPoint()  # [batch, query_pos, key_pos, d_head], after value_act
+            self.hook_value_hidden = EditableHookPoint()  # [batch, query_pos, key_pos, d_head], after value_act
         self.hook_z = HookPoint()  # [batch, pos, head_index, d_head]
         self.reset_parameters()
 

@@ -3,7 +3,8 @@
 Each subcommand is a pair `_add_<name>_parser(subparsers)` + `_cmd_<name>(args) -> int`, listed once in
 `COMMANDS`; a new subcommand is one more pair and one more entry. Options of the form `--model.KEY=VALUE`,
 `--task.KEY=VALUE` and `--train.KEY=VALUE` override config fields. User errors print one `error: ...` line on
-stderr and exit with code 2. No training, model or probe logic lives here.
+stderr and exit with code 2. No training, model or probe logic lives here. The library modules that load torch
+are imported inside the commands, so `latentcode --help` and `--version` answer at once.
 """
 
 from __future__ import annotations
@@ -15,12 +16,11 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from safetensors import SafetensorError
 
-from latentcode import distributed
 from latentcode._cli_util import _field_names, _subparser, _wrap
 from latentcode._version import __version__
 from latentcode.build import (  # noqa: F401 (build_* and parse_value were public here; kept importable)
@@ -32,13 +32,12 @@ from latentcode.build import (  # noqa: F401 (build_* and parse_value were publi
     parse_value,
     split_overrides,
 )
-from latentcode.checkpoint import Run, load_run
-from latentcode.config import VARIANTS, ModelConfig, TrainConfig
+from latentcode.config import MODEL_PRESETS, VARIANTS, ModelConfig, TrainConfig
 from latentcode.constants import CONFIG_FILE
-from latentcode.diagnostics import LIVE_KEY, format_live_fraction
-from latentcode.model import Transformer
-from latentcode.tasks import TASKS
-from latentcode.train import NonFiniteLossError, evaluate, train
+
+if TYPE_CHECKING:
+    from latentcode.checkpoint import Run
+    from latentcode.model import Transformer
 
 USER_ERRORS = (ValueError, OSError, SafetensorError, yaml.YAMLError)
 """Exceptions shown as one `error: ...` line with exit code 2 (NonFiniteLossError exits with 1). OSError covers
@@ -63,6 +62,8 @@ def _metrics_table(results: dict[str, dict[str, float]]) -> str:
 
 
 def _final_metrics(run: Run) -> dict[str, dict[str, float]]:
+    from latentcode.diagnostics import LIVE_KEY
+
     results = {}
     for split in ("test", "ood"):
         record = run.eval_metrics(split)
@@ -104,7 +105,8 @@ def _add_train_parser(subparsers: Any) -> argparse.ArgumentParser:
         ),
         example="latentcode train sraven --model hyla --preset small --seed 1 --train.lr=3e-3",
     )
-    parser.add_argument("task", metavar="TASK", help=f"task: {', '.join(sorted(TASKS))}")
+    # the tasks with presets: TASKS itself would load the task modules, and torch, to print --help
+    parser.add_argument("task", metavar="TASK", help=f"task: {', '.join(sorted(MODEL_PRESETS))}")
     parser.add_argument("--model", required=True, metavar="VARIANT", help=f"variant: {', '.join(VARIANTS)}")
     parser.add_argument("--preset", default="paper", metavar="PRESET",
                         help=f"model and training sizes: {', '.join(PRESETS)} (default: paper)")
@@ -161,6 +163,10 @@ def _set_threads(threads: int | None) -> None:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    from latentcode import distributed
+    from latentcode.diagnostics import LIVE_KEY, format_live_fraction
+    from latentcode.train import train
+
     task_params = dict(args.overrides["task"])
     task_params.setdefault("seed", args.seed)
     task = build_task(args.task, task_params)
@@ -213,13 +219,11 @@ def _add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from latentcode.diagnostics import run_value_live_fraction
-    from latentcode.train import LIVE_SAMPLES, resolve_device
+    from latentcode.checkpoint import load_run
+    from latentcode.diagnostics import LIVE_KEY, format_live_fraction, run_value_live_fraction
+    from latentcode.train import LIVE_SAMPLES, evaluate, resolve_device
 
     run = load_run(args.run, device=resolve_device(args.device))
-    bad = [s for s in args.splits if s not in run.task.splits]
-    if bad:
-        raise ValueError(f"unknown split(s) {bad}; {run.task.name} has {', '.join(run.task.splits)}")
     cfg = run.config.train
     n_samples = args.samples or cfg.eval_samples
     if n_samples <= 0:
@@ -254,6 +258,10 @@ def _add_info_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
+    from latentcode.checkpoint import load_run
+    from latentcode.model import Transformer
+    from latentcode.tasks import TASKS
+
     path = Path(args.target)
     if args.target not in TASKS and (path.is_dir() or path.exists()):
         if any(args.overrides.values()):
@@ -377,15 +385,14 @@ def main(argv: list[str] | None = None) -> int:
         given = [f"--{s}.{k}" for s in SECTIONS for k in overrides[s]]
         _error(f"`latentcode {args.command}` takes no config overrides ({', '.join(given)})")
         return 2
+    from latentcode import distributed
+
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
     if not distributed.env_info().is_main:  # under torchrun, rank 0 tells the story
         level = max(level, logging.WARNING)
     logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
     try:
         return args.func(args)
-    except NonFiniteLossError as e:
-        _error(e)
-        return 1
     except KeyboardInterrupt:
         _error("interrupted")
         return 130
@@ -394,4 +401,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except USER_ERRORS as e:
         _error(e)
-        return 2
+        return 1 if _diverged(e) else 2
+
+
+def _diverged(error: Exception) -> bool:
+    """Whether `error` is a NonFiniteLossError (exit code 1). Only a training raises one, and a training has loaded
+    torch: other errors, from commands that may never load it, do not import torch just to be told apart."""
+    if "torch" not in sys.modules:
+        return False
+    from latentcode.train import NonFiniteLossError
+
+    return isinstance(error, NonFiniteLossError)

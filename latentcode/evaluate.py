@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -35,11 +35,38 @@ def _autocast(device: torch.device, enabled: bool) -> Callable[[], contextlib.Ab
     return contextlib.nullcontext
 
 
+def split_names(task: Task, splits: str | Sequence[str]) -> tuple[str, ...]:
+    """`splits` as a tuple of split names (one name may come as a plain string), each checked against the task's.
+
+    Raises:
+        ValueError: no split, or a name the task does not have (the message lists the valid ones).
+
+    >>> from latentcode.tasks import get_task
+    >>> split_names(get_task("sraven"), "ood")
+    ('ood',)
+    >>> split_names(get_task("sraven"), ["test", "val"])
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown split 'val' for task 'sraven'; valid splits: train, test, ood
+    """
+    names = (splits,) if isinstance(splits, str) else tuple(splits)
+    if not names:
+        raise ValueError(f"splits is empty; pick some of {', '.join(task.splits)}")
+    for split in names:
+        if split not in task.splits:
+            raise ValueError(f"unknown split {split!r} for task {task.name!r}; valid splits: {', '.join(task.splits)}")
+    return names
+
+
 def eval_sets(
-    task: Task, n_samples: int, seed: int, device: torch.device, splits: tuple[str, ...] = EVAL_SPLITS
+    task: Task, n_samples: int, seed: int, device: torch.device, splits: str | Sequence[str] = EVAL_SPLITS
 ) -> dict[str, Batch]:
-    """The fixed evaluation batch of each split (the same instances at every evaluation of a run)."""
-    return {split: task.sample(n_samples, split, seed=eval_seed(seed, split), device=device) for split in splits}
+    """The fixed evaluation batch of each split (the same instances at every evaluation of a run); `splits` as in
+    `split_names`."""
+    return {
+        split: task.sample(n_samples, split, seed=eval_seed(seed, split), device=device)
+        for split in split_names(task, splits)
+    }
 
 
 @torch.no_grad()
@@ -78,7 +105,7 @@ def evaluate(
     model: nn.Module,
     task: Task,
     *,
-    splits: tuple[str, ...] = EVAL_SPLITS,
+    splits: str | Sequence[str] = EVAL_SPLITS,
     n_samples: int = 4096,
     seed: int = 0,
     autocast: bool = False,
@@ -88,13 +115,23 @@ def evaluate(
     Args:
         model: the model (evaluated in eval mode, without gradients, on its own device).
         task: the task (with the splits the model was trained on).
-        splits: splits to evaluate.
+        splits: split names, or one name (`splits="ood"`).
         n_samples: instances per split.
         seed: the training seed (`TrainConfig.seed`): the same sets as the run's evaluations.
         autocast: bf16 autocast on CUDA.
 
     Returns:
         {split: {"loss": ..., <task metrics>}}.
+
+    Raises:
+        ValueError: an unknown split name (the message lists the task's splits), or none.
+
+    >>> from latentcode.model import build_model
+    >>> from latentcode.tasks import get_task
+    >>> task = get_task("fuzzy_logic")
+    >>> model = build_model(task, "softmax", "tiny")
+    >>> list(evaluate(model, task, splits="ood", n_samples=8))
+    ['ood']
     """
     device = next(model.parameters()).device
     return _evaluate(model, task, eval_sets(task, n_samples, seed, device, splits), autocast=autocast)

@@ -1,12 +1,15 @@
-"""MultiHeadAttention: each normalization, the value networks, attention dropout and the RMSHead backward."""
+"""MultiHeadAttention: each normalization, the value networks, attention dropout, the RMSHead backward and in-place
+edits in hooks."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from helpers import tiny_model_config
+from helpers import ALL_VARIANTS, tiny_model, tiny_model_config
+from transformer_lens.hook_points import HookPoint
 
-from latentcode.attention import MultiHeadAttention, _RMSHead
+from latentcode.attention import EditableHookPoint, MultiHeadAttention, _RMSHead
+from latentcode.config import VARIANTS
 
 
 def attention(dtype: torch.dtype = torch.float64, **overrides) -> MultiHeadAttention:
@@ -165,3 +168,142 @@ def test_plain_rms_head_path_matches_the_fused_one(net):
         results.append((out, *torch.autograd.grad(out.square().sum(), [x, attn.W_Q])))
     for fused_value, plain_value in zip(*results, strict=True):
         torch.testing.assert_close(fused_value, plain_value)
+
+
+# ------------------------------------------------------------------------------------------ in-place hook edits
+ATTENTION_HOOKS = ["hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_pattern", "hook_value_hidden", "hook_z"]
+EDIT_CASES = [
+    pytest.param(variant, site, id=f"{variant}-{site}")
+    for variant in ALL_VARIANTS
+    for site in ATTENTION_HOOKS
+    if site != "hook_value_hidden" or VARIANTS[variant]["value_net"] == "mlp"
+]
+
+
+def zero_first_in_place(activation: torch.Tensor, hook) -> None:
+    """The TransformerLens idiom: edit the activation in place and return nothing."""
+    activation[:, 0] = 0
+
+
+def zero_first(activation: torch.Tensor) -> torch.Tensor:
+    """The same edit out of place."""
+    return torch.cat([torch.zeros_like(activation[:, :1]), activation[:, 1:]], dim=1)
+
+
+def edited_by_hand(attn: MultiHeadAttention, x: torch.Tensor, site: str) -> torch.Tensor:
+    """`attn(x)` written out without hooks, with `zero_first` applied out of place at `site`."""
+
+    def at(name: str, activation: torch.Tensor) -> torch.Tensor:
+        return zero_first(activation) if name == site else activation
+
+    q, k, v = attn.qkv(x)
+    q, k, v = at("hook_q", q), at("hook_k", k), at("hook_v", v)
+    pattern = at("hook_pattern", attn.normalize(at("hook_attn_scores", attn.scores(q, k))))
+    if attn.cfg.value_net == "linear":
+        z = torch.einsum("bhqk,bkhd->bqhd", pattern, v)
+    else:
+        hidden = at("hook_value_hidden", attn.act(torch.einsum("bhqk,bkhd->bqkd", pattern, v)))
+        z = torch.einsum("bhqk,bqkd->bqhd", pattern, hidden)
+    return attn.project_out(at("hook_z", z))
+
+
+def outputs_and_gradients(module: torch.nn.Module, run, x: torch.Tensor) -> list[torch.Tensor]:
+    x = x.clone().requires_grad_()
+    out = run(x)
+    weights = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)  # a loss that sees every output
+    return [out, *torch.autograd.grad((out * weights).sum(), [x, *module.parameters()], allow_unused=True)]
+
+
+def assert_all_close(got: list[torch.Tensor | None], expected: list[torch.Tensor | None]) -> None:
+    for g, e in zip(got, expected, strict=True):
+        assert (g is None) == (e is None)
+        if g is not None:
+            torch.testing.assert_close(g, e)
+
+
+@pytest.mark.parametrize(("variant", "site"), EDIT_CASES)
+def test_in_place_hook_edit_takes_effect_and_gradients_flow(variant, site):
+    """`activation[:, 0] = 0` in a forward hook, with gradients on, equals the same edit made out of place in a
+    hand-written forward pass: outputs and the gradients of the input and every parameter."""
+    attn = attention(**VARIANTS[variant])
+    x = torch.randn(2, 6, 16, dtype=torch.float64)
+    hook_point = getattr(attn, site)
+    hook_point.add_hook(zero_first_in_place)
+    try:
+        hooked = outputs_and_gradients(attn, attn, x)
+    finally:
+        hook_point.remove_hooks("fwd")
+    expected = outputs_and_gradients(attn, lambda x: edited_by_hand(attn, x, site), x)
+    assert_all_close(hooked, expected)
+    assert not torch.allclose(hooked[0], attn(x))  # the edit changed the output
+
+
+@pytest.mark.parametrize("variant", ALL_VARIANTS)
+def test_in_place_edits_in_run_with_hooks_match_out_of_place_edits(variant):
+    """Through the model, in every layer at once: an in-place edit and a returned edited copy agree, outputs and
+    gradients, for each attention hook (including keep_last, where the last block's q is a slice)."""
+    model = tiny_model(variant).double()
+    x = torch.randn(2, 6, 5, dtype=torch.float64)
+    for site in ATTENTION_HOOKS:
+        if f"blocks.0.attn.{site}" not in model.hook_dict:
+            continue
+        names = lambda name, site=site: name.endswith(site)  # noqa: E731
+        for keep_last in (None, 2):
+            def run(x, edit, keep_last=keep_last, names=names):
+                return model.run_with_hooks(x, keep_last, fwd_hooks=[(names, edit)])
+
+            in_place = outputs_and_gradients(model, lambda x, run=run: run(x, zero_first_in_place), x)
+            copied = outputs_and_gradients(model, lambda x, run=run: run(x, lambda a, hook: zero_first(a)), x)
+            assert_all_close(in_place, copied)
+
+
+def test_an_in_place_pattern_edit_leaves_the_cached_scores_alone():
+    """Linear attention's pattern is its scores tensor; with gradients on, the hook edits a copy, so
+    hook_attn_scores keeps its values (as in TransformerLens, where the two are different tensors)."""
+    attn = attention(score_norm="none")
+    seen = {}
+    attn.hook_attn_scores.add_hook(lambda scores, hook: seen.setdefault("scores", scores))
+    attn.hook_pattern.add_hook(zero_first_in_place)
+    try:
+        attn(torch.randn(2, 6, 16, dtype=torch.float64))
+    finally:
+        attn.hook_attn_scores.remove_hooks("fwd")
+        attn.hook_pattern.remove_hooks("fwd")
+    assert (seen["scores"][:, 0] != 0).all()
+
+
+def test_the_copy_is_made_only_for_hooks_on_a_graph():
+    """No forward hook (training) or no autograd graph (`torch.no_grad`, extraction): the activation passes through
+    itself, so those forward passes are bitwise what plain HookPoints compute. A hook on a graph gets a copy."""
+    hook_point = EditableHookPoint()
+    x = torch.randn(3, 4, requires_grad=True)
+    assert hook_point(x) is x
+    hook_point.add_hook(lambda a, hook: None)
+    copied = hook_point(x)
+    assert copied is not x and torch.equal(copied, x)
+    with torch.no_grad():
+        made_without_grad = x * 2
+        assert hook_point(made_without_grad) is made_without_grad
+
+    for variant in ("softmax", "linear", "hyla"):
+        attn = attention(torch.float32, **VARIANTS[variant]).train()
+        x = torch.randn(2, 6, 16)
+        editable = outputs_and_gradients(attn, attn, x)
+        for name, module in list(attn.named_children()):
+            if isinstance(module, EditableHookPoint):
+                setattr(attn, name, HookPoint())
+        plain = outputs_and_gradients(attn, attn, x)
+        for e, p in zip(editable, plain, strict=True):
+            assert torch.equal(e, p)
+
+
+def test_in_place_edits_without_gradients_change_the_output_as_with_them():
+    """Under `torch.no_grad` the hooks edit the activation itself; the output is the one the edit gives with
+    gradients on."""
+    model = tiny_model("hyla").double()
+    x = torch.randn(2, 6, 5, dtype=torch.float64)
+    for site in ATTENTION_HOOKS:
+        hooks = [(lambda name, site=site: name.endswith(site), zero_first_in_place)]
+        with torch.no_grad():
+            without_grad = model.run_with_hooks(x, fwd_hooks=hooks)
+        torch.testing.assert_close(without_grad, model.run_with_hooks(x, fwd_hooks=hooks).detach())

@@ -136,6 +136,14 @@ def test_every_help_ends_with_an_example(capsys, command):
     assert lines[-1].strip().startswith("latentcode ")
 
 
+def test_train_help_lists_every_registered_task(capsys):
+    """The help names the tasks from the preset tables (the registry would load torch); they must be the same."""
+    from latentcode.tasks import TASKS
+
+    _, out, _ = run_cli(capsys, "train", "--help")
+    assert f"task: {', '.join(sorted(TASKS))}" in " ".join(out.split())
+
+
 def test_every_command_is_in_the_parser():
     choices = build_parser()._subparsers._group_actions[0].choices
     assert {"train", "eval", "info", "sweep"} <= set(choices)

@@ -1,11 +1,17 @@
 """The library never imports its command line: importing any library module leaves `latentcode.cli` and the
-`_cli_*` modules unloaded (no import circle between the CLI and the library)."""
+`_cli_*` modules unloaded (no import circle between the CLI and the library). And imports stay light: `import
+latentcode` loads no plotting or probing stack, `latentcode --version` and `--help` load no torch (each checked as
+the set of modules a fresh interpreter holds, never as a time), while `latentcode`'s public names all resolve."""
 
 from __future__ import annotations
 
+import json
 import pkgutil
 import subprocess
 import sys
+import types
+
+import pytest
 
 import latentcode
 import probes
@@ -54,3 +60,71 @@ def test_cli_modules_import_no_sibling_cli_module_at_import_time():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# ------------------------------------------------------------------------------------------- light imports
+HEAVY = ("torch", "matplotlib", "sklearn", "umap", "plotly")
+"""Packages that take seconds to import."""
+
+PUBLIC_API = {
+    "Batch", "CheckpointError", "ExperimentResult", "FuzzyLogic", "InterventionResult", "LatentCodes",
+    "MODEL_PRESETS", "ModelConfig", "NonFiniteLossError", "Run", "SRaven", "TASKS", "TRAIN_PRESETS", "Task",
+    "TrainConfig", "Transformer", "VARIANTS", "__version__", "ablate", "build_model", "can_ensemble",
+    "code_direction", "codes_from_patterns", "collect_results", "decode_run", "demo", "evaluate",
+    "extract_latent_codes", "extract_run", "figures_run", "function_transfer", "get_task", "hypernetwork_forward",
+    "list_pretrained", "load_codes", "load_pretrained", "load_run", "mean_ablation", "model_config", "report_runs",
+    "rule_transfer", "run_experiment", "site_mask", "steer", "summarize", "task_from_dict", "train",
+    "train_config", "train_ensemble", "transplant", "value_live_fraction", "value_network_weights",
+}  # fmt: skip
+"""`latentcode.__all__` as it was when `__init__` imported everything eagerly."""
+
+
+def _loaded_after(code: str) -> dict:
+    """Run `code` in a fresh interpreter; the heavy packages and the latentcode modules it left loaded, and its
+    standard output."""
+    report = (
+        "\nimport json, sys\n"
+        f"print(json.dumps({{'heavy': [m for m in {HEAVY!r} if m in sys.modules], "
+        "'latentcode': sorted(m for m in sys.modules if m.startswith('latentcode'))}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code + report], capture_output=True, text=True, check=True)
+    *printed, last = out.stdout.strip().splitlines()
+    return {**json.loads(last), "stdout": "\n".join(printed)}
+
+
+def test_import_latentcode_loads_no_plotting_or_probing_stack():
+    loaded = _loaded_after("import latentcode")
+    assert not {"matplotlib", "sklearn", "umap", "plotly"} & set(loaded["heavy"]), loaded
+
+
+@pytest.mark.parametrize("flag", ["--version", "--help"])
+def test_version_and_help_load_no_torch(flag):
+    """What `latentcode --version` and `latentcode --help` run (`main` of the console script), in a fresh
+    interpreter: building the parser, subcommands included, imports none of the heavy packages."""
+    loaded = _loaded_after(f"from latentcode.cli import main\nassert main([{flag!r}]) == 0")
+    assert loaded["stdout"].startswith("latentcode " if flag == "--version" else "usage: latentcode")
+    assert loaded["heavy"] == [], f"{flag} loaded {loaded['heavy']} through {loaded['latentcode']}"
+
+
+def test_public_api_names_all_resolve():
+    assert set(latentcode.__all__) == PUBLIC_API
+    assert PUBLIC_API <= set(dir(latentcode))
+    for name in sorted(PUBLIC_API):
+        assert getattr(latentcode, name) is not None, name
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        latentcode.no_such_name  # noqa: B018
+
+
+def test_public_functions_named_like_their_modules_stay_functions():
+    """`latentcode.train`, `.evaluate` and `.demo` are functions, also once their modules were imported first
+    (importing a submodule sets an attribute of its name on the package)."""
+    code = (
+        "import latentcode.train, latentcode.evaluate, latentcode.demo\n"
+        "import latentcode as lc\n"
+        "from latentcode import train\n"
+        "names = ('train', 'evaluate', 'demo')\n"
+        "print([type(getattr(lc, n)).__name__ for n in names], type(train).__name__, lc.config.__name__)\n"
+    )
+    loaded = _loaded_after(code)
+    assert loaded["stdout"] == "['function', 'function', 'function'] function latentcode.config"
+    assert isinstance(latentcode.config, types.ModuleType)  # submodules stay reachable as attributes
