@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 from latentcode.config import TRAIN_PRESETS, VARIANTS, ModelConfig, TrainConfig, model_config, train_config
-from latentcode.tasks import TASKS, get_task
 
 __all__ = [
     "PRESETS",
@@ -153,12 +152,16 @@ def _coerce(cls: type, values: dict[str, Any], section: str) -> dict[str, Any]:
 
 def _task_config_class(name: str) -> type | None:
     """The dataclass holding a task's parameters (its `config`), if it has one."""
+    from latentcode.tasks import get_task  # the task modules load torch; the CLI's start-up must not
+
     config = getattr(get_task(name), "config", None)
     return type(config) if config is not None and dataclasses.is_dataclass(config) else None
 
 
 def build_task(name: str, params: dict[str, Any]) -> Any:
     """A task by name with `--task.*` overrides (unknown keys rejected with the valid list)."""
+    from latentcode.tasks import TASKS, get_task  # the task modules load torch; the CLI's start-up must not
+
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(sorted(TASKS))}")
     config_cls = _task_config_class(name)

@@ -22,6 +22,7 @@ import yaml
 from safetensors import SafetensorError
 
 from latentcode._cli_util import _field_names, _subparser, _wrap
+from latentcode._process import time_left
 from latentcode._version import __version__
 from latentcode.build import (  # noqa: F401 (build_* and parse_value were public here; kept importable)
     PRESETS,
@@ -132,25 +133,6 @@ def _add_threads_and_time_limit(parser: argparse.ArgumentParser, time_help: str)
     parser.add_argument("--threads", type=int, metavar="N",
                         help="torch CPU threads (default: torch's, i.e. OMP_NUM_THREADS or the core count)")
     parser.add_argument("--time-limit", type=float, metavar="SECONDS", help=time_help)
-
-
-def process_age() -> float:
-    """Seconds since this process started (Linux /proc; 0.0 elsewhere), so a `--time-limit` counts the imports."""
-    try:
-        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
-        return max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))  # field 22: start time in ticks
-    except (OSError, ValueError, IndexError):
-        return 0.0
-
-
-def time_left(time_limit: float | None) -> float | None:
-    """What is left of a `--time-limit` counted from the start of this process (None: no limit)."""
-    if time_limit is None:
-        return None
-    if not time_limit >= 0:
-        raise ValueError(f"--time-limit={time_limit} must be a number of seconds >= 0")
-    return max(0.0, time_limit - process_age())
 
 
 def _set_threads(threads: int | None) -> None:

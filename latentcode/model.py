@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from transformer_lens import ActivationCache, HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from latentcode.attention import MultiHeadAttention, lecun_normal_
+from latentcode.attention import EditableHookPoint, MultiHeadAttention, lecun_normal_
 from latentcode.config import ModelConfig, model_config
 
 
@@ -56,7 +56,9 @@ class MixtureOfExperts(nn.Module):
         self.top_k = cfg.top_k
         self.router = _dense(cfg.d_model, cfg.n_experts, bias=False)
         self.experts = nn.ModuleList(MLP(cfg) for _ in range(cfg.n_experts))
-        self.hook_router = HookPoint()  # [batch, pos, n_experts], router probabilities
+        # [batch, pos, n_experts], router probabilities; softmax saves its output, so an in-place edit in a hook
+        # gets a copy (only while a hook is attached and gradients are recorded)
+        self.hook_router = EditableHookPoint()
 
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
         tokens = x.reshape(-1, x.shape[-1])

@@ -69,7 +69,7 @@ def trained(tmp_path_factory, one_thread):
         ),
         pytest.param(
             ["train", "sraven", "--model", "hyla", "--model.depth=3"],
-            "unknown option(s) --model.depth; valid --model.KEY keys: attn_dropout",
+            "unknown option(s) --model.depth; valid --model.KEY keys: act_fn, attn_dropout",
             id="unknown-model-key",
         ),
         pytest.param(

@@ -390,3 +390,25 @@ def test_keep_last_shrinks_the_last_blocks_pattern_to_the_kept_queries():
     assert kept["pattern", 0].shape == (2, 4, 6, 6)  # earlier blocks are unchanged
     torch.testing.assert_close(kept["pattern", 1], full["pattern", 1][:, :, -2:])
     torch.testing.assert_close(kept["pattern", 0], full["pattern", 0])
+
+
+def test_an_in_place_edit_of_the_router_probabilities_in_a_hook_keeps_gradients_right():
+    """The router's softmax keeps its output for the backward pass: the hook must get a copy (as TransformerLens)."""
+    torch.manual_seed(0)
+    model = Transformer(model_config("sraven", "softmax+moe", "tiny"))
+    x = torch.randn(3, 36, 8)
+
+    def in_place(probs, hook):
+        probs[..., 0] = 0.0
+
+    def out_of_place(probs, hook):
+        return torch.cat([torch.zeros_like(probs[..., :1]), probs[..., 1:]], dim=-1)
+
+    grads = []
+    for hook in (in_place, out_of_place):
+        model.zero_grad()
+        out = model.run_with_hooks(x, fwd_hooks=[("blocks.0.mlp.hook_router", hook)])
+        out.square().sum().backward()
+        grads.append((out.detach(), model.blocks[0].mlp.router.weight.grad.clone()))
+    torch.testing.assert_close(grads[0][0], grads[1][0])
+    torch.testing.assert_close(grads[0][1], grads[1][1])
