@@ -16,24 +16,27 @@ from typing import Any
 from latentcode._version import __version__
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "latentcode.analysis": ("decode_run", "extract_run", "figures_run", "load_codes", "report_runs"),
+    "latentcode.analysis": ("decode_run", "ensure_codes", "extract_run", "figures_run", "load_codes", "report_runs"),
     "latentcode.checkpoint": ("CheckpointError", "Run", "load_run"),
     "latentcode.config": (
         "MODEL_PRESETS", "TRAIN_PRESETS", "VARIANTS", "ModelConfig", "TrainConfig", "model_config", "train_config"
     ),
     "latentcode.demo": ("demo",),
     "latentcode.diagnostics": ("value_live_fraction",),
+    "latentcode.emergence": ("rule_emergence",),
     "latentcode.ensemble": ("can_ensemble", "train_ensemble"),
     "latentcode.experiments": (
         "ExperimentResult", "function_transfer", "mean_ablation", "rule_transfer", "run_experiment"
     ),
     "latentcode.extract": ("LatentCodes", "codes_from_patterns", "extract_latent_codes"),
+    "latentcode.hooks": ("hook_name", "hooks"),
     "latentcode.hypernetwork": ("hypernetwork_forward", "value_network_weights"),
     "latentcode.interventions": (
         "InterventionResult", "ablate", "code_direction", "site_mask", "steer", "transplant"
     ),
     "latentcode.model": ("Transformer", "build_model"),
-    "latentcode.pretrained": ("list_pretrained", "load_pretrained"),
+    "latentcode.patching": ("Ablate", "Edit", "Site", "Steer", "Transplant", "Zero", "intervene"),
+    "latentcode.pretrained": ("list_pretrained", "load_pretrained", "pretrained_seeds"),
     "latentcode.results": ("collect_results", "summarize"),
     "latentcode.tasks": ("TASKS", "Batch", "FuzzyLogic", "SRaven", "Task", "get_task", "task_from_dict"),
     "latentcode.train": ("NonFiniteLossError", "evaluate", "train"),
