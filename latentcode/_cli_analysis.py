@@ -3,12 +3,15 @@
 Each is a pair (adds its parser, runs it) in `COMMANDS`, which `latentcode/cli.py` appends to its own; the work
 is one call into `latentcode.analysis`, which checks every argument before it copies, extracts or writes anything.
 Errors are raised (ValueError, FileNotFoundError) for the CLI's `main` to print as one `error: ...` line with exit
-code 2. Nothing here computes anything.
+code 2, and a `ConstantCodesWarning` (`probes.degenerate`) is logged as one `warning: ...` line. Nothing here
+computes anything.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,22 @@ from latentcode._cli_util import _echo, _subparser
 from latentcode.constants import POSITIONS_NAMES as POSITIONS
 
 __all__ = ["COMMANDS"]
+
+
+def _constant_codes_as_log_lines(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Run `command` with each `ConstantCodesWarning` shown as one log line (`log_constant_warnings`) instead of
+    Python's `file:line: Category: message` and source line; the warning machinery is restored afterwards."""
+
+    @functools.wraps(command)
+    def run(args: argparse.Namespace) -> int:
+        from probes.degenerate import log_constant_warnings
+
+        with warnings.catch_warnings():
+            log_constant_warnings()
+            return command(args)
+
+    return run
+
 
 def _csv(text: str) -> list[str]:
     items = [part.strip() for part in text.split(",") if part.strip()]
@@ -100,6 +119,7 @@ def _add_extract_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+@_constant_codes_as_log_lines
 def _cmd_extract(args: argparse.Namespace) -> int:
     from latentcode.analysis import extract_run
     from latentcode.extract import LatentCodes
@@ -139,6 +159,7 @@ def _add_decode_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+@_constant_codes_as_log_lines
 def _cmd_decode(args: argparse.Namespace) -> int:
     from latentcode.analysis import decode_run
 
@@ -174,6 +195,7 @@ def _add_figures_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+@_constant_codes_as_log_lines
 def _cmd_figures(args: argparse.Namespace) -> int:
     from latentcode.analysis import figures_run
 
@@ -210,6 +232,7 @@ def _add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+@_constant_codes_as_log_lines
 def _cmd_report(args: argparse.Namespace) -> int:
     from latentcode.analysis import report_runs
 
@@ -266,6 +289,7 @@ def _add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+@_constant_codes_as_log_lines
 def _cmd_demo(args: argparse.Namespace) -> int:
     from latentcode.demo import demo
 

@@ -7,6 +7,7 @@ Each prints the experiment's table and writes `<name>.csv`, `<name>.json` and `<
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,18 @@ def _layers(text: str) -> list[int]:
         return [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"--layers={text!r}: give model layer numbers, e.g. 0,1,2") from None
+
+
+class _DeprecatedAlias(argparse.Action):
+    """An old option spelling: stores into the new option's `dest` and says, on stderr, which spelling to use."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, new: str, **kwargs: Any) -> None:
+        self.new = new
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: str | None = None):
+        sys.stderr.write(f"note: {option_string} is deprecated and will be removed; use {self.new} {values}\n")
+        setattr(namespace, self.dest, values)
 
 
 def _common(parser: argparse.ArgumentParser, split: str) -> None:
@@ -50,9 +63,11 @@ def _add_transfer_parser(subparsers: Any) -> argparse.ArgumentParser:
         example="latentcode transfer runs/sraven-hyla-small-s0 --out results/transfer",
     )
     _common(parser, "test")
-    parser.add_argument("--pairs", choices=("row", "paper"), default="row",
-                        help="transplant the query's whole row of codes (row, default) or only the paper's "
-                        "(query, key) codes (paper)")
+    parser.add_argument("--positions", choices=("row", "paper"), default="row",
+                        help="which codes of the query are transplanted: its whole row, over every key (row, "
+                        "default), or only the paper's (query, key) positions (paper)")
+    parser.add_argument("--pairs", dest="positions", choices=("row", "paper"), action=_DeprecatedAlias,
+                        new="--positions", help="deprecated spelling of --positions")
     return parser
 
 
@@ -61,7 +76,7 @@ def _cmd_transfer(args: argparse.Namespace) -> int:
 
     result, paths = run_experiment(
         args.run, "transfer", out_dir=args.out, device=args.device, n_samples=args.n_samples, split=args.split,
-        seed=args.seed, layers=args.layers, whole_row=args.pairs == "row", progress=args.progress,
+        seed=args.seed, layers=args.layers, whole_row=args.positions == "row", progress=args.progress,
     )
     _echo(result.table())
     _echo("written: " + ", ".join(str(p) for p in paths))

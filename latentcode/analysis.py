@@ -4,8 +4,9 @@ chains them on the shipped checkpoints, lives in `latentcode.demo`).
 Each public function takes run directories and writes into them (`codes/`, `figures/`, `report.html`); the
 numbers come from `latentcode.extract` and the torch-free `probes` package. Every function reads codes at one
 reading, positions plus inputs, by default the task's own (the paper's, spec §4.1), checks every argument before
-it copies, extracts or writes anything, and extracts missing codes itself (`ensure_codes`). Argument parsing and
-printing live in `_cli_analysis.py`; training lives in `train.py`.
+it copies, extracts or writes anything, and extracts missing codes itself (`ensure_codes`). Constant codes
+(`probes.degenerate`) get one `ConstantCodesWarning` per run and reading, where the codes are made or loaded, never
+again from the analyses that follow. Argument parsing and printing live in `_cli_analysis.py`; training in `train.py`.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ from latentcode.extract import POSITIONS, LatentCodes, check_extraction, code_re
 from latentcode.pretrained import is_shipped, require_writable_run
 from probes._compat import renamed_kwargs
 from probes.codes import meta_reading, meta_reading_inputs
-from probes.decode import DecodingResult, decode_rules
+from probes.decoding.decode import decode_rules
+from probes.decoding.results import DecodingResult
+from probes.degenerate import ConstantCodesWarning, check_constant_codes
 from probes.report import RunInput, build_report
 
 __all__ = [
@@ -257,7 +260,7 @@ def ensure_codes(
     logger.info("%s has no codes at %s positions, %s inputs yet; extracting them first%s", run_dir, positions,
                 inputs, where)
     if save:
-        path = _extract(run_dir, positions, inputs, device, progress)
+        path, _ = _extract(run_dir, positions, inputs, device, progress)
         return load_codes(run_dir, positions, inputs), path
     run = load_run(run_dir, device=device)
     codes = extract_latent_codes(run.model, run.task, EXTRACT_DEFAULTS["splits"], EXTRACT_DEFAULTS["n_samples"],
@@ -267,8 +270,8 @@ def ensure_codes(
 
 
 def _extract(run_dir: Path | str | os.PathLike, positions: str, inputs: str, device: str,
-             progress: bool | None, **options: Any) -> Path:
-    """Extract and save codes into `run_dir` (arguments already checked)."""
+             progress: bool | None, **options: Any) -> tuple[Path, LatentCodes]:
+    """Extract and save codes into `run_dir` (arguments already checked); returns where, and the codes."""
     settings = {**EXTRACT_DEFAULTS, **options}
     run = load_run(run_dir, device=device)
     codes = extract_latent_codes(
@@ -279,7 +282,7 @@ def _extract(run_dir: Path | str | os.PathLike, positions: str, inputs: str, dev
     codes = dataclasses.replace(codes, meta=meta)  # keeps every field, the raw `inputs` included
     path = codes.save(codes_path(run_dir, positions, inputs))
     record_outputs(run_dir, [path, path.with_suffix(".json")])
-    return path
+    return path, codes
 
 
 @renamed_kwargs(n="n_samples")
@@ -319,14 +322,19 @@ def extract_run(
     Raises:
         FileNotFoundError: no run there.
         ValueError: unknown splits, positions or inputs, positions the task does not have, a bad `out_dir`.
+
+    Warns:
+        ConstantCodesWarning: some layers' codes barely vary across instances (`probes.degenerate`).
     """
     config = _run_config(run_dir)
     check_extraction(config.task, tuple(splits), n_samples, positions=positions, inputs=inputs,
                      batch_size=batch_size)
     inputs = _check_reading(config, positions, inputs)
-    run_dir = analysis_dir(run_dir, out_dir)
-    return _extract(run_dir, positions, inputs, device, progress, splits=splits, n_samples=n_samples,
-                    batch_size=batch_size, seed=seed)
+    source, run_dir = run_dir, analysis_dir(run_dir, out_dir)
+    path, codes = _extract(run_dir, positions, inputs, device, progress, splits=splits, n_samples=n_samples,
+                           batch_size=batch_size, seed=seed)
+    check_constant_codes(codes, what=str(source))
+    return path
 
 
 def _check_label(config: RunConfig, label: str | None, codes_file: Path | None) -> None:
@@ -373,13 +381,18 @@ def decode_run(
         FileNotFoundError: no run there.
         ValueError: a label the codes cannot have, unknown positions or inputs, codes of another task or reading,
             NaN codes, no train rows or no evaluation rows, a single class in the train split.
+
+    Warns:
+        ConstantCodesWarning: some layers' codes barely vary across instances (once; the result names them in
+            `constant_layers`, and the all-layers probe leaves them out).
     """
     config = _run_config(run_dir)
     inputs = _check_reading(config, positions, inputs)
     target = _check_out(run_dir, out_dir)
     _check_label(config, label, _find_codes(target, positions, inputs)[0] if (target / CONFIG_FILE).is_file() else None)
-    run_dir = analysis_dir(run_dir, out_dir)
+    source, run_dir = run_dir, analysis_dir(run_dir, out_dir)
     codes, path = ensure_codes(run_dir, positions=positions, inputs=inputs, device=device, progress=progress)
+    check_constant_codes(codes, what=str(source))
     result = decode_rules(codes, label=label, progress=progress)
     out = path.with_suffix(".decode.json")
     atomic_write_json(out, result.to_dict())
@@ -420,6 +433,10 @@ def figures_run(
         FileNotFoundError: no run there.
         ValueError: unknown formats, positions or inputs, codes of another task or reading, or codes the probes
             cannot use.
+
+    Warns:
+        ConstantCodesWarning: some layers' codes barely vary across instances (once, before any figure; the
+            figures of those layers say "constant codes").
     """
     from probes.embed import embed_codes
     from probes.figures import (
@@ -443,14 +460,16 @@ def figures_run(
     config = _run_config(run_dir)
     inputs = _check_reading(config, positions, inputs)
     default_inputs = code_reading(config.task).default_inputs
-    run_dir = analysis_dir(run_dir, out_dir)
+    source, run_dir = run_dir, analysis_dir(run_dir, out_dir)
     codes, _ = ensure_codes(run_dir, positions=positions, inputs=inputs, device=device, progress=progress)
+    check_constant_codes(codes, what=str(source))
     out = Path(run_dir) / FIGURES_DIR
     suffix = ("" if positions == "paper" else f"_{positions}") + ("" if inputs == default_inputs else f"_{inputs}")
-    with collect_probe_warnings() as notes:
+    with collect_probe_warnings() as notes, warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConstantCodesWarning)  # said once above; each figure says it again
         decoding = decode_rules(codes, progress=progress)
         figures: dict[str, Any] = {
-            "decoding": decoding_figure(decoding),
+            "decoding": decoding_figure(decoding, constant_layers=decoding.constant_layers),
             "similarity": similarity_figure(rule_similarity(codes, layer="last")),
             "code_heatmap": code_heatmap_figure(codes),
             embed_method: embedding_figure(embed_codes(codes, embed_method, "last", max_points=2000)),
@@ -484,15 +503,9 @@ def collect_probe_warnings() -> Iterator[list[str]]:
     >>> notes
     ['ConvergenceWarning ×3: k-means found 1 distinct cluster: constant codes']
     """
-    import importlib
-
     from sklearn.exceptions import ConvergenceWarning
 
-    categories: list[type[Warning]] = [ConvergenceWarning]
-    try:  # the probes' constant-code warning, where this version of probes has it
-        categories.append(importlib.import_module("probes.degenerate").ConstantCodesWarning)
-    except (ImportError, AttributeError):
-        pass
+    categories: list[type[Warning]] = [ConvergenceWarning, ConstantCodesWarning]
     notes: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         for category in categories:

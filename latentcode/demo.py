@@ -14,6 +14,7 @@ import logging
 import math
 import os
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,8 @@ from typing import Any
 
 from probes._compat import renamed_kwargs
 from probes.codes import _jsonable
-from probes.decode_results import HEADLINE, NA, UNDEFINED
+from probes.decoding.results import HEADLINE, NA, UNDEFINED
+from probes.degenerate import ConstantCodesWarning
 
 __all__ = ["DEMO_PRETRAINED_TASK", "DEMO_SETTINGS", "DEMO_VARIANTS", "DemoResult", "demo"]
 
@@ -313,8 +315,12 @@ def _demo(out: str | os.PathLike, train: bool, variants: Sequence[str], task: st
     for run_dir in run_dirs:
         logger.info("demo: extracting %s codes (%s)", run_dir.name, ", ".join(["paper", *extra]))
         for where in ["paper", *extra]:
-            extract_run(run_dir, n_samples=n_samples, positions=where, device=device, seed=seed, progress=progress,
-                        inputs=inputs)
+            with warnings.catch_warnings():
+                # constant codes are said once per run and reading: by the report (paper positions, in the
+                # notes) and by decode_run below (the extra positions), not here as well
+                warnings.simplefilter("ignore", ConstantCodesWarning)
+                extract_run(run_dir, n_samples=n_samples, positions=where, device=device, seed=seed,
+                            progress=progress, inputs=inputs)
     timings["extract"] = time.perf_counter() - tick
     tick = time.perf_counter()
     logger.info("demo: running the probes and writing the report")

@@ -10,7 +10,6 @@ positions (here) plus inputs (the task's `code_reading`); the default of both is
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +21,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 from transformer_lens import ActivationCache
 
+from latentcode.hooks import hook_name, split_hook_name
 from probes._compat import renamed_kwargs
 from probes.codes import LatentCodes, reading_text
 
@@ -42,20 +42,19 @@ logger = logging.getLogger(__name__)
 POSITIONS = ("paper", "all_features")
 """Named position choices: `paper` (spec §4.1, both tasks) and `all_features` (SRAVEN only, spec §8.4)."""
 
-_PATTERN_RE = re.compile(r"^blocks\.(\d+)\.attn\.hook_pattern$")
-
 PositionsArg = str | Mapping[str, Sequence[int]] | tuple[Sequence[int], Sequence[int]]
 
 
 def pattern_hook_name(layer: int) -> str:
     """The hook holding layer `layer`'s latent codes, [batch, head_index, query_pos, key_pos].
 
-    The same name on our `Transformer` and on a TransformerLens `TransformerBridge`.
+    The same name on our `Transformer` and on a TransformerLens `TransformerBridge`: `hooks.hook_name("pattern",
+    layer)`.
 
     >>> pattern_hook_name(2)
     'blocks.2.attn.hook_pattern'
     """
-    return f"blocks.{layer}.attn.hook_pattern"
+    return hook_name("pattern", layer)
 
 
 @dataclass(frozen=True)
@@ -186,6 +185,16 @@ def resolve_positions(task: Any, positions: PositionsArg = "paper") -> PositionS
     return PositionSpec("custom", query, key, feature)
 
 
+def _pattern_layer(name: str) -> int | None:
+    """The layer of a full `hook_pattern` name (`hooks.split_hook_name`); None for any other name, hooks of other
+    models included (a cache may hold them beside the patterns)."""
+    try:
+        short, layer = split_hook_name(name)
+    except ValueError:
+        return None
+    return layer if short == "pattern" else None
+
+
 def _pattern_dict(patterns: Any) -> dict[int, Tensor | np.ndarray]:
     """Layer -> pattern from a dict keyed by layer, a dict keyed by hook name, or an ActivationCache."""
     found: dict[int, Tensor | np.ndarray] = {}
@@ -197,8 +206,8 @@ def _pattern_dict(patterns: Any) -> dict[int, Tensor | np.ndarray]:
     for name, value in items:
         if isinstance(name, (int, np.integer)) and not isinstance(name, bool):
             found[int(name)] = value
-        elif isinstance(name, str) and (match := _PATTERN_RE.match(name)):
-            found[int(match.group(1))] = value
+        elif isinstance(name, str) and (layer := _pattern_layer(name)) is not None:
+            found[layer] = value
     if not found:
         raise ValueError(
             "no attention patterns found: pass {layer: [batch, head_index, query_pos, key_pos]} or a cache "

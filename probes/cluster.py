@@ -16,7 +16,7 @@ from sklearn.metrics import adjusted_mutual_info_score, adjusted_rand_score, sil
 
 from probes._compat import warn_renamed
 from probes.codes import LatentCodes, _class_labels, _jsonable
-from probes.decode import LayerChoice, _single_threaded
+from probes.decoding.fit import LayerChoice, _single_threaded
 from probes.degenerate import (
     CONSTANT_RTOL,
     CodeSpread,

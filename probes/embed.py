@@ -20,7 +20,7 @@ from sklearn.preprocessing import StandardScaler
 
 from probes._compat import warn_renamed
 from probes.codes import LatentCodes, _jsonable
-from probes.decode import _single_threaded
+from probes.decoding.fit import _single_threaded
 from probes.degenerate import (
     CONSTANT_RTOL,
     CodeSpread,

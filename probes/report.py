@@ -1,10 +1,10 @@
 """The whole probe suite over one or more runs, written as one self-contained `report.html` plus `summary.json`.
 
-`build_report` decodes, clusters, compares rules and embeds the codes of each run, draws the figures of
-`probes.figures` with plotly (plotly.js embedded once, so the page works offline), and puts the variants side
-by side. Layers whose codes are constant (`probes.degenerate`) are named in a warning at the top of the page
-and in the summary table, and their figures say "constant codes". It reads only what it is given
-(`RunInput`); finding run directories is the CLI's job.
+`build_report` decodes, clusters, compares rules and embeds the codes of each run and draws the figures of
+`probes.figures` with plotly (plotly.js embedded once, so the page works offline). The summary puts the runs side
+by side: each run's reading, and every decoding score beside its floors, the input-only control and `codes − best`
+(`DecodingResult.headlines()`). Constant layers (`probes.degenerate`) are named in a warning box and the summary,
+and their figures say "constant codes". It reads only what it is given (`RunInput`); finding runs is the CLI's job.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from tqdm.auto import tqdm
 
 from probes.cluster import ClusteringResult, cluster_codes
 from probes.codes import LatentCodes, _atomic_write, _jsonable
-from probes.decode import DecodingResult, decode_rules
+from probes.decoding.decode import decode_rules
+from probes.decoding.results import HEADLINE, NA, UNDEFINED, DecodingResult, Headline
 from probes.degenerate import CONSTANT_RTOL, CodeSpread, ConstantCodesWarning, code_spread, warn_constant
 from probes.embed import Embedding, embed_codes
 from probes.figures import (
@@ -146,7 +147,7 @@ def analyse_run(
     results: dict[str, Any] = {}
     errors: dict[str, str] = {}
     steps = {
-        "decoding": lambda: decode_rules(codes, random_state=random_state, progress=progress),
+        "decoding": lambda: decode_rules(codes, random_state=random_state, progress=progress, rtol=rtol),
         "clustering": lambda: cluster_codes(codes, random_state=random_state, rtol=rtol),
         "similarity": lambda: rule_similarity(codes, layer="last", rtol=rtol),
         "topographic": lambda: topographic_similarity(codes, random_state=random_state, rtol=rtol),
@@ -168,16 +169,34 @@ def analyse_run(
 
 
 def _cell(value: Any) -> str:
+    """A summary-table cell: `n/a` where the number does not apply or was not computed (None, a run without the
+    analysis), `–` where it was computed but is undefined (NaN), as in the decoding tables."""
     if value is None:
-        return "–"
+        return NA
     if isinstance(value, float | np.floating):
-        return "–" if not np.isfinite(value) else f"{value:.4g}"
+        return UNDEFINED if not np.isfinite(value) else f"{value:.4g}"
     return str(value)
 
 
+HEADLINE_ROWS = {"accuracy": "decoding accuracy", "term_f1": "term F1"}
+"""The `DecodingResult.headlines()` metrics the summary shows, with their row titles."""
+FLOOR_TITLES = {"chance": "chance (uniform)", "majority": "majority class", "always_present": "always present"}
+"""Row titles of the floors (`Headline.floors`)."""
+
+
+def _at(headline: Headline, layer: str, values: np.ndarray | None = None) -> float:
+    """`values` (default: the codes' scores) of the last single layer (`layer="last"`) or of every layer ("all")."""
+    names = headline.layers
+    index = names.index("all") if layer == "all" else max(i for i, n in enumerate(names) if n != "all")
+    return float((headline.codes if values is None else values)[index])
+
+
 def _summary_rows(analyses: Mapping[str, RunAnalysis]) -> list[tuple[str, list[str]]]:
-    """Rows of the side-by-side table: given final metrics, then the headline number of each analysis."""
+    """Rows of the side-by-side table: given final metrics, then each decoding score (last layer, all layers)
+    beside its floors, the input-only control and `codes − best` (`DecodingResult.headlines()`), then the headline
+    number of the other analyses."""
     runs = list(analyses.values())
+    headlines = [a.decoding.headlines() if a.decoding is not None else {} for a in runs]
 
     def row(name: str, value: Any) -> tuple[str, list[str]]:
         cells = []
@@ -188,35 +207,38 @@ def _summary_rows(analyses: Mapping[str, RunAnalysis]) -> list[tuple[str, list[s
                 cells.append(_cell(None))
         return name, cells
 
+    def headline_row(name: str, metric: str, split: str, value: Any) -> tuple[str, list[str]]:
+        cells = []
+        for found in headlines:
+            try:
+                cells.append(_cell(value(found[metric][split])))
+            except (KeyError, ValueError):  # no such metric, split or layer for this run
+                cells.append(_cell(None))
+        return name, cells
+
     rows = [row("variant", lambda a: a.run.variant), row("task", lambda a: a.run.codes.task)]
+    rows.append(row("codes read at", lambda a: a.run.codes.reading or "not recorded"))
     rows.append(row("constant codes (layers)", lambda a: ", ".join(a.spread.constant_layers) or "none"))
     rows += [
         row(k, lambda a, k=k: a.run.summary[k]) for k in dict.fromkeys(k for a in runs for k in a.run.summary)
     ]
-    for split in ("test", "ood"):
-        # layer_names are (each layer..., "all"): [-2] is the last layer
-        rows.append(
-            row(f"decoding accuracy, {split}, last layer", lambda a, s=split: a.decoding.accuracy(s)[-2])
-        )
-        rows.append(
-            row(f"decoding accuracy, {split}, all layers", lambda a, s=split: a.decoding.accuracy(s)[-1])
-        )
-        rows.append(row(f"majority-class rate, {split}", lambda a, s=split: a.decoding.baselines[s].majority))
-        rows.append(row(f"input-only control, {split}", lambda a, s=split: a.decoding.controls.input_only[s]))
-        rows.append(row(f"codes − best control, {split}, all layers", lambda a, s=split: _over_control(a, s)))
-    rows.append(row("chance (uniform)", lambda a: a.decoding.baselines[a.decoding.splits[0]].chance))
-    rows.append(row("term F1, ood, all layers", lambda a: a.decoding.terms.mean_f1("ood")[-1]))
+    for metric, title in HEADLINE_ROWS.items():
+        if not any(metric in found for found in headlines):
+            continue
+        floors = dict.fromkeys(f for found in headlines for h in found.get(metric, {}).values() for f in h.floors)
+        for split in ("test", "ood"):
+            rows.append(headline_row(f"{title}, {split}, last layer", metric, split, lambda h: _at(h, "last")))
+            rows.append(headline_row(f"{title}, {split}, all layers", metric, split, lambda h: _at(h, "all")))
+            rows += [headline_row(f"{FLOOR_TITLES.get(f, f)} ({title}), {split}", metric, split,
+                                  lambda h, f=f: h.floors.get(f)) for f in floors]
+            rows.append(headline_row(f"input-only control ({title}), {split}", metric, split, lambda h: h.control))
+            for layer, where in (("last", "last layer"), ("all", "all layers")):
+                rows.append(headline_row(f"{HEADLINE} ({title}), {split}, {where}", metric, split,
+                                         lambda h, layer=layer: _at(h, layer, h.over_best)))
     rows.append(row("ridge R² of latent bits, ood, all layers", lambda a: a.decoding.bits.mean("ood")[-1]))
     rows.append(row("k-means AMI, all layers", lambda a: a.clustering.scores("ami")[-1]))
     rows.append(row("topographic ρ, all layers", lambda a: a.topographic.rho[-1]))
     return rows
-
-
-def _over_control(analysis: Any, split: str) -> float:
-    """All-layer decoding accuracy minus the best control (chance, majority, input-only; `probes.controls`)."""
-    decoding = analysis.decoding
-    baseline = decoding.baselines[split]
-    return decoding.accuracy(split)[-1] - decoding.controls.best(split, baseline.chance, baseline.majority)
 
 
 class _Page:
@@ -377,10 +399,13 @@ def build_report(
     page.heading(sections[2])
     page.note(
         "Linear probes (standardize + logistic regression) fit on train-split codes, scored on held-out "
-        "splits. Chance = uniform guess; majority = rate of the train-majority class on the same split."
+        "splits, each beside the floors a decoder that ignores the codes reaches on the same rows: chance = "
+        "uniform guess; majority = rate of the train-majority class; always-present = the F1 of answering "
+        "'present' for every term (fuzzy-logic term F1). Input-only = the same probe on the raw input tokens; "
+        f"{HEADLINE} = the score minus the best of those. Each table names the reading its codes were taken "
+        f"at. {NA} = not computed, {UNDEFINED} = undefined."
     )
     groups: dict[tuple, dict[str, DecodingResult]] = {}
-    constant = {name: a.constant_layers for name, a in analyses.items()}
     for name, a in analyses.items():
         if not _no_codes(page, a, "decoding"):
             groups.setdefault((a.decoding.task, a.decoding.label, len(a.decoding.class_names)), {})[name] = (
@@ -388,7 +413,7 @@ def build_report(
             )
     for (task, label, _), results in groups.items():
         page.heading(f"{task or 'codes'}: {label}", level=3)
-        page.figure(decoding_figure(results, constant_layers={n: constant[n] for n in results}))
+        page.figure(decoding_figure(results, constant_layers={n: r.constant_layers for n, r in results.items()}))
         for name, result in results.items():
             page.add(f"<h4>{html.escape(name)}</h4>")
             page.pre(result.table())

@@ -16,7 +16,7 @@ from scipy.stats import rankdata
 
 from probes._compat import renamed_kwargs, warn_renamed
 from probes.codes import LatentCodes, _class_labels, _jsonable
-from probes.decode import LayerChoice, _single_threaded
+from probes.decoding.fit import LayerChoice, _single_threaded
 from probes.degenerate import (
     CONSTANT_RTOL,
     CodeSpread,

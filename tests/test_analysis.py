@@ -317,6 +317,67 @@ def test_every_help_ends_with_an_example(cli, capsys, command):
     assert lines[-2] == "example:" and lines[-1].strip().startswith(f"latentcode {command}")
 
 
+# --------------------------------------------------------------------------------------- constant codes
+def _freeze_layer_0(codes: np.ndarray) -> np.ndarray:
+    frozen = codes.copy()
+    frozen[:, 0] = frozen[:1, 0]  # a dead layer: every instance gets the first one's code
+    return frozen
+
+
+def _constant_code_lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "constant codes" in r.getMessage()]
+
+
+def test_constant_codes_are_said_once_per_command_as_one_log_line(run_copy, cli, capsys, caplog, monkeypatch):
+    import dataclasses
+
+    _rewrite_codes(run_copy, codes=_freeze_layer_0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with caplog.at_level(logging.WARNING):
+            assert cli(["decode", str(run_copy), "--no-progress"]) == 0
+        (line,) = _constant_code_lines(caplog)  # once, though every layer group is probed
+        assert line.startswith(f"warning: {run_copy}: constant codes in layer 0 (0.0e+00)")
+        assert "constant codes: 0 (their probes read rounding noise" in capsys.readouterr().out
+        assert json.loads((run_copy / "codes" / "paper.decode.json").read_text())["constant_layers"] == ["0"]
+
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            assert cli(["figures", str(run_copy), "--format", "png", "--embed", "pca", "--no-progress"]) == 0
+        assert len(_constant_code_lines(caplog)) == 1  # not again from the similarity, embedding or decoding
+
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            assert cli(["report", str(run_copy), "--embed", "pca", "--no-progress"]) == 0
+        (line,) = _constant_code_lines(caplog)
+        assert line.startswith("report: ConstantCodesWarning ×1: run hyla: constant codes in layer 0")
+
+        real = analysis.extract_latent_codes
+
+        def dead_layer_0(*args, **kwargs):
+            codes = real(*args, **kwargs)
+            return dataclasses.replace(codes, codes=_freeze_layer_0(codes.codes))
+
+        monkeypatch.setattr(analysis, "extract_latent_codes", dead_layer_0)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            assert cli(["extract", str(run_copy), "--n", "32", "--no-progress"]) == 0
+        (line,) = _constant_code_lines(caplog)
+        assert line.startswith(f"warning: {run_copy}: constant codes in layer 0")
+    assert not [w for w in caught if w.category.__name__ == "ConstantCodesWarning"]  # log lines, not warnings
+    assert "ConstantCodesWarning:" not in capsys.readouterr().err
+
+
+def test_the_library_warns_where_codes_are_made_or_loaded(run_copy):
+    from probes.degenerate import ConstantCodesWarning
+
+    _rewrite_codes(run_copy, codes=_freeze_layer_0)
+    with pytest.warns(ConstantCodesWarning, match="constant codes in layer 0") as caught:
+        result, _ = analysis.decode_run(run_copy, progress=False)
+    assert len([w for w in caught if w.category is ConstantCodesWarning]) == 1
+    assert result.constant_layers == ["0"]
+
+
 # ------------------------------------------------------------------------------------------ one reading
 def test_the_reading_is_chosen_with_inputs_and_shown_in_every_result(run_copy, cli, capsys):
     assert cli(["decode", str(run_copy), "--inputs", "permuted", "--no-progress"]) == 0

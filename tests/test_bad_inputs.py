@@ -207,3 +207,13 @@ def test_an_interrupted_or_failed_write_keeps_the_old_file_and_leaves_no_temp_fi
     with pytest.raises(type(error) if isinstance(error, OSError) else error):
         codes.save(path)
     assert _hashes(world) == before  # the old codes are intact and no temporary file was left behind
+
+
+def test_an_old_option_spelling_still_works_and_says_which_to_use(capsys):
+    from latentcode.cli import build_parser
+
+    args = build_parser().parse_args(["transfer", "RUN", "--pairs", "paper"])
+    assert args.positions == "paper"
+    assert "--pairs is deprecated and will be removed; use --positions paper" in capsys.readouterr().err
+    assert build_parser().parse_args(["transfer", "RUN", "--positions", "paper"]).positions == "paper"
+    assert build_parser().parse_args(["transfer", "RUN"]).positions == "row"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import textwrap
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
@@ -21,6 +22,26 @@ _MAX_CATEGORIES = 80
 a label with more shows its most frequent ones and greys the rest as "other"."""
 CONSTANT_TEXT = "constant codes"
 """What a figure of constant codes (`probes.degenerate`) shows instead of a picture of rounding noise."""
+
+
+def with_reading(title: str, readings: str | None | Sequence[str | None]) -> str:
+    """`title`, then a line naming where and on what inputs the codes were read (`LatentCodes.reading`); the title
+    alone when no reading is recorded (hand-made codes). Several distinct readings are joined with "; ".
+
+    Example:
+        >>> with_reading("Decoding 'rule'", "paper positions, unpermuted inputs (default)")
+        "Decoding 'rule'\\nreading: paper positions, unpermuted inputs (default)"
+        >>> with_reading("Decoding 'rule'", None)
+        "Decoding 'rule'"
+    """
+    shown = [readings] if readings is None or isinstance(readings, str) else list(readings)
+    shown = list(dict.fromkeys(r for r in shown if r))
+    return f"{title}\nreading: {'; '.join(shown)}" if shown else title
+
+
+def _wrap_title(title: str, width: int) -> str:
+    """Each line of `title` wrapped at `width` characters (matplotlib clips a title wider than its axes)."""
+    return "\n".join(textwrap.fill(line, width) for line in title.split("\n"))
 
 
 def code_value_label(score_norm: str | None) -> str:

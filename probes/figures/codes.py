@@ -21,6 +21,7 @@ from probes.figures._base import (
     _axes_row,
     _palette,
     code_value_label,
+    with_reading,
 )
 from probes.similarity import ClassMeans, RuleSimilarity, class_means
 
@@ -355,7 +356,7 @@ class CodeHeatmapFigure:
         counts: rows behind each mean.
         columns: column labels, "L{layer}" (+ " q{i} k{j}" when several query/key positions).
         value_label: colour-bar label (says whether codes are probabilities).
-        title: figure title.
+        title: figure title (with the codes' reading, when recorded).
     """
 
     means: np.ndarray
@@ -414,8 +415,8 @@ class CodeHeatmapFigure:
                 col=index % ncols + 1,
             )
         fig.update_layout(
-            title=self.title,
-            height=260 * nrows + 80,
+            title=self.title.replace("\n", "<br>"),
+            height=260 * nrows + 100,
             coloraxis={
                 "colorscale": "Magma",
                 "cmin": low,
@@ -441,7 +442,8 @@ def code_heatmap_figure(
         max_classes: draw at most this many classes (those with rows, in class order).
 
     Returns:
-        A `CodeHeatmapFigure`; its colour label says whether codes are probabilities (softmax) or not.
+        A `CodeHeatmapFigure`; its colour label says whether codes are probabilities (softmax) or not, and its title
+        names the codes' reading (`LatentCodes.reading`; none for `ClassMeans` or hand-made codes).
     """
     means = codes if isinstance(codes, ClassMeans) else class_means(codes, label, split)
     keep = [c for c in range(len(means.class_names)) if means.counts[c] > 0][:max_classes]
@@ -463,5 +465,6 @@ def code_heatmap_figure(
         counts=[int(means.counts[c]) for c in keep],
         columns=columns,
         value_label=code_value_label(means.score_norm),
-        title=f"Mean latent code per {means.label} ({code_value_label(means.score_norm)})",
+        title=with_reading(f"Mean latent code per {means.label} ({code_value_label(means.score_norm)})",
+                           codes.reading if isinstance(codes, LatentCodes) else None),
     )

@@ -1,16 +1,25 @@
-"""Decoding figures: accuracy per layer (paper Fig. 5F, 2B) and per-term F1 (fuzzy logic, Fig. 2B)."""
+"""Decoding figures: accuracy per layer (paper Fig. 5F, 2B) and per-term F1 (fuzzy logic, Fig. 2B), each beside the
+floors and the input-only control its score must beat, with the codes' reading in the title."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from probes.decode import DecodingResult, TermDecodingResult
-from probes.figures._base import CONSTANT_TEXT, _axes_row, _ordered_layers, _palette
+from probes.decoding.results import DecodingResult, TermDecodingResult
+from probes.figures._base import (
+    CONSTANT_TEXT,
+    _axes_row,
+    _ordered_layers,
+    _palette,
+    _wrap_title,
+    with_reading,
+)
 
 # ----------------------------------------------------------------------------------------------------------------
 # Decoding accuracy per layer (paper Fig. 5F, Fig. 2B)
@@ -18,7 +27,7 @@ from probes.figures._base import CONSTANT_TEXT, _axes_row, _ordered_layers, _pal
 
 @dataclass(frozen=True)
 class DecodingFigure:
-    """Decoding score per layer, one line per (run, split), with chance and majority-class lines.
+    """Decoding score per layer, one line per (run, split), with chance, majority-class and input-only lines.
 
     Attributes:
         layers: x categories (model layers, then "all").
@@ -26,10 +35,13 @@ class DecodingFigure:
         chance: uniform chance level.
         majority: (run, split) -> majority-class rate on that split.
         metric: "accuracy" or "macro_f1".
-        title: figure title.
+        title: figure title (with the codes' reading, when recorded).
         constant: run -> its layers whose codes were constant (`probes.degenerate`): named "constant codes"
             on the x axis (with the runs, when not every run's are) and shaded when every run's are, since a
             probe of them reads rounding noise.
+        input_only: (run, split) -> the input-only control's accuracy on that split (the same probe on the raw
+            tokens), drawn dash-dotted in the series' colour; empty without controls, or for macro-F1, which the
+            control does not report.
     """
 
     layers: list[str]
@@ -39,6 +51,7 @@ class DecodingFigure:
     metric: str
     title: str
     constant: dict[str, list[str]] = field(default_factory=dict)
+    input_only: dict[tuple[str, str], float] = field(default_factory=dict)
 
     def _label(self, run: str, split: str) -> str:
         runs = {r for r, _ in self.series}
@@ -66,10 +79,14 @@ class DecodingFigure:
             ax.plot(x, values, marker="o", color=colors[key], label=self._label(*key))
             if key in self.majority:
                 ax.axhline(self.majority[key], color=colors[key], linestyle=":", linewidth=1)
+            if key in self.input_only:
+                ax.axhline(self.input_only[key], color=colors[key], linestyle="-.", linewidth=1)
         ax.axhline(
             self.chance, color="grey", linestyle="--", linewidth=1, label=f"chance ({self.chance:.3f})"
         )
         ax.plot([], [], color="black", linestyle=":", linewidth=1, label="majority class")
+        if self.input_only:
+            ax.plot([], [], color="black", linestyle="-.", linewidth=1, label="input-only control")
         for i, layer in enumerate(self.layers):
             if self._flat_everywhere(layer):
                 ax.axvspan(i - 0.25, i + 0.25, color="0.92", zorder=0)
@@ -77,12 +94,13 @@ class DecodingFigure:
         ax.set_xlabel("layer")
         ax.set_ylabel(self.metric.replace("_", "-"))
         ax.set_ylim(0, 1.02)
-        ax.set_title(self.title)
+        ax.set_title(_wrap_title(self.title, 64), fontsize="medium")
         ax.legend(fontsize="small")
         return ax.figure
 
     def plotly(self):
-        """The same figure in plotly: one trace per series, one per majority line, one for chance."""
+        """The same figure in plotly: one trace per series, one per majority line, one per input-only line, one for
+        chance."""
         import plotly.graph_objects as go
 
         fig = go.Figure()
@@ -107,6 +125,16 @@ class DecodingFigure:
                     line={"color": colors.get(key, "black"), "dash": "dot", "width": 1},
                 )
             )
+        for key, value in self.input_only.items():
+            fig.add_trace(
+                go.Scatter(
+                    x=[self.layers[0], self.layers[-1]],
+                    y=[value, value],
+                    mode="lines",
+                    name=f"input-only control · {self._label(*key)}",
+                    line={"color": colors.get(key, "black"), "dash": "dashdot", "width": 1},
+                )
+            )
         fig.add_trace(
             go.Scatter(
                 x=[self.layers[0], self.layers[-1]],
@@ -117,7 +145,7 @@ class DecodingFigure:
             )
         )
         fig.update_layout(
-            title=self.title,
+            title=self.title.replace("\n", "<br>"),
             xaxis_title="layer",
             yaxis_title=self.metric.replace("_", "-"),
             yaxis_range=[0, 1.02],
@@ -140,13 +168,14 @@ def decoding_figure(
     title: str | None = None,
     constant_layers: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
 ) -> DecodingFigure:
-    """Decoding accuracy (or macro-F1) per layer with chance and majority lines (paper Fig. 5F / 2B).
+    """Decoding accuracy (or macro-F1) per layer with chance, majority and input-only lines (paper Fig. 5F / 2B).
 
     Args:
         results: one `DecodingResult`, or run name -> result to compare runs.
         splits: evaluation splits to draw (default: test and ood where evaluated, else every split).
-        metric: "accuracy" or "macro_f1".
-        title: figure title (default names the label).
+        metric: "accuracy" or "macro_f1" (the input-only control is drawn for accuracy, the score it reports).
+        title: figure title (default names the label, then the codes' reading, `DecodingResult.reading`, when
+            recorded).
         constant_layers: layers whose codes were constant (`code_spread(...).constant_layers` of
             `probes.degenerate`), marked "constant codes": a list (every run) or run name -> list. Default:
             each result's own `constant_layers` where it has one, else none.
@@ -160,14 +189,17 @@ def decoding_figure(
     if not runs:
         raise ValueError("results is empty; pass at least one DecodingResult")
     layers = _ordered_layers([r.layer_names for r in runs.values()])
-    series, majority = {}, {}
+    series, majority, input_only = {}, {}, {}
     for run, result in runs.items():
         chosen = splits or [s for s in ("test", "ood") if s in result.splits] or result.splits
+        control = result.controls.input_only if result.controls is not None else {}
         for split in chosen:
             scores = result.accuracy(split) if metric == "accuracy" else result.macro_f1(split)
             by_layer = dict(zip(result.layer_names, scores, strict=True))
             series[run, split] = [float(by_layer.get(layer, np.nan)) for layer in layers]
             majority[run, split] = result.baselines[split].majority
+            if metric == "accuracy" and control.get(split) is not None:
+                input_only[run, split] = float(control[split])
     if constant_layers is None:
         constant = {run: list(getattr(result, "constant_layers", None) or []) for run, result in runs.items()}
     elif isinstance(constant_layers, Mapping):
@@ -182,8 +214,10 @@ def decoding_figure(
         chance=first.baselines[first.splits[0]].chance,
         majority=majority,
         metric=metric,
-        title=title or f"Decoding {what} from latent codes (probe fit on train)",
+        title=title or with_reading(f"Decoding {what} from latent codes (probe fit on train)",
+                                    [r.reading for r in runs.values()]),
         constant={run: layers_ for run, layers_ in constant.items() if layers_},
+        input_only=input_only,
     )
 
 
@@ -193,14 +227,18 @@ def decoding_figure(
 
 @dataclass(frozen=True)
 class TermF1Figure:
-    """F1 of the per-term probes as a heatmap [layer × term].
+    """F1 of the per-term probes as a heatmap [layer × term], and beside it their mean F1 per layer against the
+    always-present floor and the input-only control (reference lines).
 
     Attributes:
         f1: [layer, term] (NaN: skipped or undefined).
         layers: row labels.
         terms: column labels.
         split: evaluation split shown.
-        title: figure title.
+        title: figure title (with the codes' reading, when recorded).
+        mean_f1: [layer] mean F1 over the terms with a defined F1 (`TermDecodingResult.mean_f1`).
+        always_present: the floor on this split: mean F1 of answering "present" for every term, or None.
+        input_only: the input-only control on this split (the same per-term probes on the raw tokens), or None.
     """
 
     f1: np.ndarray
@@ -208,41 +246,81 @@ class TermF1Figure:
     terms: list[str]
     split: str
     title: str
+    mean_f1: np.ndarray | None = None
+    always_present: float | None = None
+    input_only: float | None = None
 
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """Draw the heatmap and return the figure."""
-        (ax,) = _axes_row(ax, 1, max(5.0, 0.45 * len(self.terms) + 2), 0.5 * len(self.layers) + 2)
-        image = ax.imshow(np.ma.masked_invalid(self.f1), vmin=0, vmax=1, cmap="viridis", aspect="auto")
-        ax.set_xticks(range(len(self.terms)), self.terms, rotation=90, fontsize="small")
-        ax.set_yticks(range(len(self.layers)), self.layers)
-        ax.set_xlabel("term (blank: no probe or no F1, e.g. a term never seen in training)")
-        ax.set_ylabel("layer")
-        ax.set_title(self.title)
-        ax.figure.colorbar(image, ax=ax, label=f"F1 on {self.split}")
-        return ax.figure
+    def references(self) -> dict[str, float]:
+        """The reference lines drawn, by legend name: always-present floor, input-only control (when known)."""
+        found = {"always present": self.always_present, "input-only control": self.input_only}
+        return {f"{name} ({value:.3f})": float(value) for name, value in found.items()
+                if value is not None and np.isfinite(value)}
+
+    def _mean(self) -> np.ndarray:
+        if self.mean_f1 is not None:
+            return np.asarray(self.mean_f1, dtype=np.float64)
+        with np.errstate(all="ignore"):
+            return np.array([np.nanmean(row) if np.isfinite(row).any() else np.nan for row in self.f1])
+
+    def plot(self, ax: Axes | Sequence[Axes] | None = None) -> Figure:
+        """Draw the heatmap and the mean-F1 panel with its reference lines; returns the figure."""
+        width = max(5.0, 0.45 * len(self.terms) + 2)
+        height = 0.5 * len(self.layers) + 2.5
+        if ax is None:
+            _, (heat, mean) = plt.subplots(1, 2, figsize=(width + 4.0, max(height, 3.5)), layout="constrained",
+                                           gridspec_kw={"width_ratios": [width, 3.5]})
+        else:
+            heat, mean = _axes_row(ax, 2)
+        image = heat.imshow(np.ma.masked_invalid(self.f1), vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        heat.set_xticks(range(len(self.terms)), self.terms, rotation=90, fontsize="small")
+        heat.set_yticks(range(len(self.layers)), self.layers)
+        heat.set_xlabel("term (blank: no probe or no F1, e.g. a term never seen in training)")
+        heat.set_ylabel("layer")
+        heat.figure.colorbar(image, ax=heat, label=f"F1 on {self.split}")
+        x = np.arange(len(self.layers))
+        mean.plot(x, self._mean(), marker="o", color="black", label="codes (mean F1)")
+        styles = iter([("grey", "--"), ("tab:red", "-.")])
+        for name, value in self.references().items():
+            color, style = next(styles)
+            mean.axhline(value, color=color, linestyle=style, linewidth=1, label=name)
+        mean.set_xticks(x, self.layers)
+        mean.set(xlabel="layer", ylabel=f"mean F1 on {self.split}", ylim=(0, 1.02))
+        mean.legend(fontsize="small")
+        heat.figure.suptitle(self.title)
+        return heat.figure
 
     def plotly(self):
-        """The same heatmap in plotly (one trace)."""
+        """The same two panels in plotly: the heatmap, then the mean F1 and one trace per reference line."""
         import plotly.graph_objects as go
+        from plotly.subplots import make_subplots
 
+        fig = make_subplots(rows=1, cols=2, column_widths=[0.72, 0.28], horizontal_spacing=0.12)
         z = np.where(np.isfinite(self.f1), self.f1, None).tolist()
-        fig = go.Figure(
-            go.Heatmap(
-                z=z,
-                x=self.terms,
-                y=self.layers,
-                zmin=0,
-                zmax=1,
-                colorscale="Viridis",
-                colorbar={"title": f"F1 on {self.split}"},
-            )
+        fig.add_trace(
+            go.Heatmap(z=z, x=self.terms, y=self.layers, zmin=0, zmax=1, colorscale="Viridis", name="F1",
+                       colorbar={"title": f"F1 on {self.split}", "x": 0.66}),
+            row=1, col=1,
         )
-        fig.update_layout(title=self.title, xaxis_title="term", yaxis_title="layer", yaxis_type="category")
+        mean = self._mean()
+        fig.add_trace(go.Scatter(x=self.layers, y=np.where(np.isfinite(mean), mean, None).tolist(),
+                                 mode="lines+markers", name="codes (mean F1)", line={"color": "black"}),
+                      row=1, col=2)
+        dashes = iter(["dash", "dashdot"])
+        for name, value in self.references().items():
+            fig.add_trace(go.Scatter(x=[self.layers[0], self.layers[-1]], y=[value, value], mode="lines", name=name,
+                                     line={"color": "grey", "dash": next(dashes), "width": 1}),
+                          row=1, col=2)
+        fig.update_layout(title=self.title.replace("\n", "<br>"))
+        fig.update_xaxes(title_text="term", row=1, col=1)
+        fig.update_yaxes(title_text="layer", type="category", row=1, col=1)
+        fig.update_xaxes(title_text="layer", type="category", row=1, col=2)
+        fig.update_yaxes(title_text=f"mean F1 on {self.split}", range=[0, 1.02], row=1, col=2)
         return fig
 
 
 def term_f1_figure(result: TermDecodingResult | DecodingResult, split: str = "ood") -> TermF1Figure:
-    """Per-term probe F1 per layer (fuzzy logic, paper Fig. 2B) on one evaluation split."""
+    """Per-term probe F1 per layer (fuzzy logic, paper Fig. 2B) on one evaluation split, beside the always-present
+    floor and the input-only control; the title names the codes' reading (`TermDecodingResult.reading`)."""
     terms = result.terms if isinstance(result, DecodingResult) else result
     if terms is None:
         raise ValueError("result has no per-term probes (terms=None); run decode_terms on fuzzy-logic codes")
@@ -253,5 +331,8 @@ def term_f1_figure(result: TermDecodingResult | DecodingResult, split: str = "oo
         layers=list(terms.layers),
         terms=list(terms.class_names),
         split=split,
-        title=f"Per-term probes: is the term in the composition? ({split})",
+        title=with_reading(f"Per-term probes: is the term in the composition? ({split})", terms.reading),
+        mean_f1=terms.mean_f1(split),
+        always_present=(terms.always_present_f1 or {}).get(split),
+        input_only=(terms.input_only_f1 or {}).get(split),
     )

@@ -309,3 +309,48 @@ def test_convergence_warnings_become_one_note(make_sraven):
     assert "stopped at max_iter=1 before converging" in note
     assert result.table().splitlines()[-1] == f"notes: {note}"
     assert decode_rules(codes).notes == ()
+
+
+def _with_constant_layer(codes: LatentCodes, layer: int = 0, seed: int = 0) -> LatentCodes:
+    """`codes` with one layer frozen at its first row's code plus float32-rounding-sized noise (a dead layer)."""
+    array = codes.codes.copy()
+    rng = np.random.default_rng(seed)
+    array[:, layer] = array[:1, layer] + 1e-6 * rng.normal(size=array[:, layer].shape)
+    return LatentCodes(array, codes.labels, codes.split, codes.meta)
+
+
+def test_constant_layers_are_named_and_left_out_of_the_all_layers_probe(make_sraven):
+    live = make_sraven(n=600)
+    codes = _with_constant_layer(live)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # decoding records constant layers; it does not warn (the caller checks once)
+        result = decode_rules(codes, controls=False)
+    assert result.constant_layers == ["0"]
+    without = LatentCodes(codes.codes[:, 1:], codes.labels, codes.split, {**codes.meta, "layers": [1, 2]})
+    reference = decode_rules(without, layers="all", controls=False)
+    for split in result.splits:  # the all-layers probe reads exactly the live layers' features
+        assert result.accuracy(split)[-1] == reference.accuracy(split)[0]
+    assert json.loads(json.dumps(result.to_dict()))["constant_layers"] == ["0"]
+    assert "constant codes: 0 (their probes read rounding noise; the all-layers probe leaves them out)" in (
+        result.table())
+    assert decode_rules(live, controls=False).constant_layers == []
+
+
+def test_when_every_layer_is_constant_the_all_layers_probe_keeps_them(make_sraven):
+    from probes.decoding.fit import probe_groups
+
+    codes = make_sraven(n=300)
+    for layer in range(3):
+        codes = _with_constant_layer(codes, layer, seed=layer)
+    groups, constant = probe_groups(codes)
+    assert constant == ["0", "1", "2", "all"] and groups[-1] == ("all", [0, 1, 2])
+    result = decode_rules(codes, layers="all", controls=False)
+    assert result.constant_layers == ["all"] and "leaves them out" not in result.table()
+
+
+def test_term_probes_leave_constant_layers_out_too(make_fuzzy):
+    codes = _with_constant_layer(make_fuzzy(n=600))
+    terms = decode_terms(codes, layers="each+all", controls=False)
+    assert terms.constant_layers == ["0"]
+    assert decode_rules(codes, controls=False).terms.constant_layers == ["0"]
+    assert "constant codes: 0" in terms.table()

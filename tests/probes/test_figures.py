@@ -1,5 +1,6 @@
 """Every figure draws with matplotlib and plotly from the same data; save_figure writes the files."""
 
+import dataclasses
 import re
 
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from probes import (
+    Controls,
     LatentCodes,
     code_heatmap_figure,
     decode_rules,
@@ -58,6 +60,26 @@ def test_decoding_figure_one_run(decoding):
     plotly_ood = [t for t in display.plotly().data if t.name == "ood"][0]
     np.testing.assert_allclose(plotly_ood.y, decoding.accuracy("ood"))
     assert list(plotly_ood.x) == ["0", "1", "2", "all"]
+
+
+def test_decoding_figure_draws_the_input_only_control_and_names_the_reading(decoding):
+    controls = Controls("rule", "raw tokens", {"test": 0.4, "ood": 0.3}, [], None, None, "input-only")
+    display = decoding_figure(dataclasses.replace(decoding, controls=controls))
+    assert display.input_only == {("", "test"): 0.4, ("", "ood"): 0.3}
+    ax = display.plot().axes[0]
+    drawn = [line for line in ax.get_lines() if len(line.get_ydata())]  # legend entries hold no data
+    levels = sorted(line.get_ydata()[0] for line in drawn if line.get_linestyle() == "-.")
+    assert levels == pytest.approx([0.3, 0.4])  # one input-only line per split, dash-dotted
+    assert "input-only control" in [t.get_text() for t in ax.get_legend().get_texts()]
+    traces = {t.name: t for t in display.plotly().data}
+    assert traces["input-only control · ood"].y == (0.3, 0.3)
+    assert len(traces) == 2 + 2 + 2 + 1  # two splits, their majority and input-only lines, chance
+    assert decoding_figure(dataclasses.replace(decoding, controls=controls), metric="macro_f1").input_only == {}
+    # the title names the reading the codes were taken at; hand-made codes (no reading) get no suffix
+    assert decoding.reading and display.title.endswith(f"\nreading: {decoding.reading}")
+    assert " ".join(ax.get_title().split()).endswith(f"reading: {decoding.reading}")  # wrapped to the axes' width
+    assert display.plotly().layout.title.text.endswith(f"<br>reading: {decoding.reading}")
+    assert "reading" not in decoding_figure(dataclasses.replace(decoding, reading=None)).title
 
 
 def test_decoding_figure_compares_runs(decoding):
@@ -218,17 +240,40 @@ def test_code_heatmaps_say_whether_codes_are_probabilities(make_sraven, score_no
     assert any(ax.get_ylabel() == label for ax in fig.axes)  # the colour bar
     plotly = display.plotly()
     assert len(plotly.data) == 8 and plotly.layout.coloraxis.colorbar.title.text == label
+    assert display.title.endswith(f"\nreading: {codes.reading}") and codes.reading
+    hand_made = LatentCodes(codes.codes, codes.labels, codes.split, {"task": "sraven", "label": "rule"})
+    assert hand_made.reading is None and "reading" not in code_heatmap_figure(hand_made).title
 
 
 def test_term_f1_figure(fuzzy):
     terms = decode_rules(fuzzy, layers="each").terms
     display = term_f1_figure(terms, split="ood")
-    assert display.f1.shape == (2, 16) and len(display.plotly().data) == 1
+    assert display.f1.shape == (2, 16) and len(display.plotly().data) == 1 + 1 + 1  # heatmap, mean F1, floor
     np.testing.assert_allclose(display.f1, np.asarray(terms.f1["ood"], dtype=float), equal_nan=True)
     np.testing.assert_allclose(np.asarray(display.plotly().data[0].z, dtype=float), display.f1, equal_nan=True)
     assert display.plot().axes[0].get_xlabel().startswith("term")
+    assert display.title.endswith(f"\nreading: {terms.reading}")
     with pytest.raises(ValueError, match="split"):
         term_f1_figure(decode_rules(fuzzy, layers="all"), split="validation")
+
+
+def test_term_f1_figure_draws_the_floor_and_the_input_only_control(fuzzy):
+    terms = decode_rules(fuzzy, layers="each").terms
+    terms = dataclasses.replace(terms, input_only_f1={s: 0.5 for s in terms.f1}, reading=None)
+    display = term_f1_figure(terms, split="ood")
+    floor = terms.always_present_f1["ood"]
+    assert display.always_present == floor and display.input_only == 0.5
+    assert "reading" not in display.title  # codes without a recorded reading: no suffix
+    mean_panel = display.plot().axes[1]
+    lines = {line.get_label(): line for line in mean_panel.get_lines()}
+    np.testing.assert_allclose(lines["codes (mean F1)"].get_ydata(), terms.mean_f1("ood"))
+    assert lines[f"always present ({floor:.3f})"].get_ydata()[0] == pytest.approx(floor)
+    assert lines["input-only control (0.500)"].get_ydata()[0] == pytest.approx(0.5)
+    traces = {t.name: t for t in display.plotly().data}
+    assert traces[f"always present ({floor:.3f})"].y == (floor, floor)
+    assert traces["input-only control (0.500)"].y == (0.5, 0.5)
+    no_floors = dataclasses.replace(terms, always_present_f1=None, input_only_f1=None)
+    assert term_f1_figure(no_floors, split="ood").references() == {}
 
 
 @pytest.mark.parametrize(

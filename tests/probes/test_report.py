@@ -1,5 +1,6 @@
 """build_report: a valid, self-contained report.html (plotly.js once, every section) and a strict-JSON summary."""
 
+import html
 import json
 import re
 from html.parser import HTMLParser
@@ -10,7 +11,7 @@ from plotly.offline import get_plotlyjs
 
 from probes import LatentCodes, RunInput, build_report
 from probes.degenerate import ConstantCodesWarning
-from probes.report import SECTIONS
+from probes.report import SECTIONS, _cell
 
 PLOTLY_HEADER = get_plotlyjs()[:40]
 
@@ -110,6 +111,43 @@ def test_report_single_fuzzy_run_with_pca(tmp_path, make_fuzzy):
     assert "No training metrics given" in text and "ridge R²" in text
     decoding = _strict_json(tmp_path / "summary.json")["runs"]["hyla-fuzzy"]["decoding"]
     assert decoding["kind"] == "sets" and decoding["terms"]["skipped"] and decoding["bits"]["r2_cv"]
+
+
+def _summary_table(text):
+    """Row title -> cells of the report's summary table (the first table of the page)."""
+    table = text[text.index("<table>"): text.index("</table>")]
+    return {html.unescape(name): [html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", cells)]
+            for name, cells in re.findall(r"<tr><th>(.*?)</th>(.*?)</tr>", table)}
+
+
+def test_report_summary_sets_every_score_beside_its_floors_and_names_the_reading(tmp_path, make_sraven, make_fuzzy):
+    sraven, fuzzy = make_sraven(n=400, seed=3), make_fuzzy(n=600)
+    runs = [RunInput("sraven", sraven, [], {}, "hyla"), RunInput("fuzzy", fuzzy, [], {}, "hyla"),
+            RunInput("hand-made", LatentCodes(sraven.codes, sraven.labels, sraven.split, {"task": "sraven"}), [], {},
+                     "hyla")]
+    text = build_report(runs, tmp_path, embed_method="pca", max_points=200).read_text()
+    rows = _summary_table(text)
+    assert rows["codes read at"] == [sraven.reading, fuzzy.reading, "not recorded"]
+    summary = _strict_json(tmp_path / "summary.json")["runs"]
+    for metric, title, floors in [("accuracy", "decoding accuracy", {"chance": "chance (uniform)",
+                                                                      "majority": "majority class"}),
+                                  ("term_f1", "term F1", {"always_present": "always present"})]:
+        for column, name in enumerate(["sraven", "fuzzy"]):
+            headline = summary[name]["decoding"]["headline"].get(metric)
+            if headline is None:  # SRAVEN has no term F1: not applicable
+                assert rows[f"{title}, ood, all layers"][column] == "n/a"
+                assert rows[f"always present ({title}), ood"][column] == "n/a"
+                continue
+            ood = headline["ood"]  # layers 0, 1, 2 (SRAVEN) or 0, 1 (fuzzy), then all
+            assert rows[f"{title}, ood, last layer"][column] == f"{ood['codes'][-2]:.4g}"
+            assert rows[f"{title}, ood, all layers"][column] == f"{ood['codes'][-1]:.4g}"
+            for floor, floor_title in floors.items():
+                assert rows[f"{floor_title} ({title}), ood"][column] == f"{ood['floors'][floor]:.4g}"
+            assert rows[f"input-only control ({title}), ood"][column] == "n/a"  # no raw inputs in these codes
+            assert rows[f"codes − best ({title}), ood, all layers"][column] == f"{ood['codes_minus_best'][-1]:.4g}"
+            assert rows[f"codes − best ({title}), ood, last layer"][column] == f"{ood['codes_minus_best'][-2]:.4g}"
+    assert "always-present = the F1 of answering 'present' for every term" in html.unescape(text)
+    assert [_cell(None), _cell(float("nan")), _cell(0.25)] == ["n/a", "–", "0.25"]
 
 
 def test_report_input_errors(tmp_path):

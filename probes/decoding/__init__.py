@@ -1,0 +1,44 @@
+"""Decoding, in one room: linear probes of ground truth from latent codes, their floors and their controls.
+
+The modules import one way, each only from those above it (and `probes.codes`, `probes.degenerate`):
+
+- `results`: what the decoders return (`DecodingResult`, `Headline`, `Controls`, ...); no fitting.
+- `estimators`: `RuleDecoder`, the probe as a scikit-learn estimator, and `code_space_directions`.
+- `fit`: the probe (`make_probe`), the layer groups it reads, the plain decoders without controls.
+- `controls`: the input-only control and the control task, fitted with `fit`'s decoders on stand-in features.
+- `decode`: `decode_rules`, `decode_terms`, `ridge_bits`: a plain decoder plus its extras and controls.
+
+Import the names from `probes` (or their old homes `probes.decode`, `probes.decode_results`, `probes.controls`,
+`probes.estimators`, which re-export them). Names load on first use, as in `probes`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(("Baseline", "BitRegressionResult", "Controls", "DecodingResult", "Headline", "LayerDecoding",
+                     "TermDecodingResult", "NA", "UNDEFINED", "HEADLINE"), "probes.decoding.results"),
+    **dict.fromkeys(("RuleDecoder", "code_space_directions"), "probes.decoding.estimators"),
+    **dict.fromkeys(("LayerChoice", "make_probe", "probe_groups", "fit_rules", "fit_terms", "fit_bits"),
+                    "probes.decoding.fit"),
+    **dict.fromkeys(("control_labels", "input_features", "input_only_r2", "input_only_term_f1", "input_types",
+                     "run_controls"), "probes.decoding.controls"),
+    **dict.fromkeys(("decode_rules", "decode_terms", "ridge_bits"), "probes.decoding.decode"),
+}
+"""Public name -> the module defining it."""
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'probes.decoding' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

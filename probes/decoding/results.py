@@ -1,0 +1,486 @@
+"""What the decoders return: `DecodingResult` and its parts (`Baseline`, `LayerDecoding`, `TermDecodingResult`,
+`BitRegressionResult`, `Headline`, `Controls`), frozen dataclasses with `to_dict()` and `table()`. No fitting here
+(that is `fit.py`, `controls.py` and `decode.py` beside it); import them from `probes`.
+
+Every score is shown beside its trivial floors (what a decoder that ignores the input scores on the same rows) and
+the input-only control, and the headline is the score minus the best of those (`Headline`). Cells read `n/a` where
+a number does not apply or was not computed, and `–` where it was computed but is undefined (NaN).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from probes._compat import warn_renamed
+from probes.codes import _jsonable
+
+NA = "n/a"
+"""Table cell of a number that does not apply or was not computed (no probe for a class, no control fitted)."""
+UNDEFINED = "–"
+"""Table cell of a number that was computed but is undefined (NaN, e.g. F1 of a class nobody predicted or has)."""
+
+HEADLINE = "codes − best"
+"""Column title of the headline: the codes' score minus the best of its floors and the input-only control."""
+
+
+@dataclass(frozen=True)
+class Controls:
+    """The controls of one decoding, per evaluation split (fitted by `probes.controls.run_controls`).
+
+    Attributes:
+        label: the label decoded.
+        input_features: what the input-only probe read (e.g. "tokens at query [35] and keys [27, 31]").
+        input_only: split -> accuracy of the input-only probe (same probe, raw tokens instead of codes).
+        layers: probe names of the control task ("0", ..., "all"), as in `DecodingResult.layer_names`.
+        control_task: split -> accuracy [layer] of the codes probes on the control-task labels (SRAVEN), or None.
+        n_input_types: distinct input types the control task labelled (SRAVEN), or None.
+        note: what the controls are, in one sentence, for tables and reports.
+        input_only_f1: sets of classes (fuzzy-logic terms): split -> mean per-class F1 of the input-only
+            per-class probes, else None.
+    """
+
+    label: str
+    input_features: str
+    input_only: dict[str, float]
+    layers: list[str]
+    control_task: dict[str, np.ndarray] | None
+    n_input_types: int | None
+    note: str
+    input_only_f1: dict[str, float] | None = None
+
+    def best(self, split: str, chance: float, majority: float) -> float:
+        """The best control accuracy on `split`: max of chance, majority and the input-only probe."""
+        return float(max(chance, majority, self.input_only[split]))
+
+    def selectivity(self, split: str, accuracy: np.ndarray) -> np.ndarray:
+        """Accuracy on the real label minus on the control task, per probe (NaN without a control task)."""
+        if self.control_task is None:
+            return np.full(len(accuracy), np.nan)
+        return np.asarray(accuracy, dtype=np.float64) - self.control_task[split]
+
+
+@dataclass(frozen=True)
+class Headline:
+    """One score of the codes' probes on one split, beside the floors and the control it must beat.
+
+    Attributes:
+        metric: "accuracy" (one class per row), "set accuracy" (the exact set), "term F1" (mean per-term F1)
+            or "bit R²" (mean ridge R² over latent bits).
+        split: the evaluation split.
+        layers: probe names ("0", ..., "all").
+        codes: the codes' score per probe [layer].
+        floors: what a decoder that ignores its input scores on the same rows, by name: `chance` (uniform
+            guessing) and `majority` (the train-majority class) for accuracies, `always_present` (answer "present"
+            for every term) for term F1, `train_mean` (predict the train rows' mean) for R².
+        control: the input-only control (the same probe on the raw input tokens), or None when not fitted.
+    """
+
+    metric: str
+    split: str
+    layers: list[str]
+    codes: np.ndarray
+    floors: dict[str, float]
+    control: float | None = None
+
+    def _candidates(self) -> dict[str, float]:
+        found = {name: value for name, value in self.floors.items() if value is not None and math.isfinite(value)}
+        if self.control is not None and math.isfinite(self.control):
+            found["input-only"] = self.control
+        return found
+
+    @property
+    def best(self) -> float:
+        """The best of the floors and the control (NaN when none is defined)."""
+        candidates = self._candidates()
+        return max(candidates.values()) if candidates else float("nan")
+
+    @property
+    def best_of(self) -> str | None:
+        """Which floor or control is the best ("chance", "majority", "always_present", "input-only", ...)."""
+        candidates = self._candidates()
+        return max(candidates, key=candidates.get) if candidates else None
+
+    @property
+    def over_best(self) -> np.ndarray:
+        """The headline: the codes' score minus `best`, per probe [layer]."""
+        return np.asarray(self.codes, dtype=np.float64) - self.best
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict with `best`, `best_of` and `codes_minus_best` (NaN -> null)."""
+        return _jsonable({**asdict(self), "best": self.best, "best_of": self.best_of,
+                          "codes_minus_best": self.over_best})
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What a decoder that ignores the codes scores on one evaluation split.
+
+    Attributes:
+        n_samples: rows in the split.
+        chance: uniform guessing: 1 / n_classes (for sets of K classes: 1 / C(n_classes, K)).
+        majority: the rate, on this split, of the training split's most frequent class (or set): what a
+            decoder that learned only the label prior scores.
+        best_constant: the rate of this split's own most frequent class: the best any constant answer can
+            score here (an upper bound on constant answers, not achievable without seeing the split).
+    """
+
+    n_samples: int
+    chance: float
+    majority: float
+    best_constant: float
+
+    @property
+    def n(self) -> int:
+        """Deprecated name of `n_samples`."""
+        warn_renamed("Baseline.n", "Baseline.n_samples")
+        return self.n_samples
+
+
+@dataclass(frozen=True)
+class LayerDecoding:
+    """Scores of one probe (one layer, or all layers together).
+
+    Attributes:
+        layer: model layer ("3") or "all".
+        train_accuracy: in-sample accuracy on the training rows.
+        accuracy: split -> accuracy (for sets: the predicted set equals the true set).
+        macro_f1: split -> macro-averaged F1 (for sets: mean per-class binary F1 over decodable classes).
+        confusion: split -> confusion matrix [true class, predicted class] (for sets: per class [class, 2, 2]
+            as `sklearn.metrics.multilabel_confusion_matrix`).
+    """
+
+    layer: str
+    train_accuracy: float
+    accuracy: dict[str, float]
+    macro_f1: dict[str, float]
+    confusion: dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class TermDecodingResult:
+    """Per-class binary probes (fuzzy logic: is term t in the instance's composition?), per layer.
+
+    Attributes:
+        label: the set label decoded (`terms`).
+        class_names: names of all classes (2^L terms).
+        layers: probe names, as in `DecodingResult`.
+        evaluated: classes with both presence values in the training rows, so a probe was fitted.
+        skipped: class -> why no probe was fitted ("absent from train" / "present in every train row"); these
+            are predicted constant and have F1 NaN.
+        f1: split -> F1 [layer, class] (NaN: skipped, or no positives predicted or present in the split).
+        support: split -> rows containing each class [class].
+        input_only_f1: split -> mean F1 of the same per-class probes on the raw input tokens (the input-only
+            control, `probes.controls`), or None when the codes carry no inputs.
+        always_present_f1: split -> the floor: mean F1, over the evaluated classes, of answering "present" for
+            every row (per class 2s / (n + s) for s of the split's n rows holding it; 0 for a class absent there).
+        reading: where and on what inputs the codes were read (`LatentCodes.reading`), or None.
+        constant_layers: probes whose codes were constant (`probes.degenerate`): their F1 reads rounding noise,
+            and the all-layers probe leaves those layers' features out.
+    """
+
+    label: str
+    class_names: list[str]
+    layers: list[str]
+    evaluated: list[int]
+    skipped: dict[int, str]
+    f1: dict[str, np.ndarray]
+    support: dict[str, np.ndarray]
+    input_only_f1: dict[str, float] | None = None
+    always_present_f1: dict[str, float] | None = None
+    reading: str | None = None
+    constant_layers: list[str] = field(default_factory=list)
+
+    def mean_f1(self, split: str) -> np.ndarray:
+        """Mean F1 over evaluated classes with a defined F1, per layer [layer]."""
+        with np.errstate(all="ignore"):
+            f1 = self.f1[split]
+            return np.array([np.nanmean(row) if np.isfinite(row).any() else np.nan for row in f1])
+
+    def headlines(self) -> dict[str, Headline]:
+        """Split -> mean F1 per probe beside the always-present floor and the input-only control."""
+        return {
+            split: Headline("term F1", split, list(self.layers), self.mean_f1(split),
+                            {"always_present": (self.always_present_f1 or {}).get(split)},
+                            (self.input_only_f1 or {}).get(split))
+            for split in self.f1
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict (NaN -> null), with `headline`: split -> `Headline.to_dict()`."""
+        return _jsonable({**asdict(self), "headline": {s: h.to_dict() for s, h in self.headlines().items()}})
+
+    def table(self) -> str:
+        """Mean per-class F1 per layer and split beside the always-present floor, the input-only control and the
+        headline (codes − best), and the skipped classes."""
+        lines = [f"per-class probes of {self.label!r}: mean F1 over {len(self.evaluated)} decodable classes",
+                 _reading_line(self.reading),
+                 _headline_grid(self.headlines(), "always_present", "always-present")]
+        if self.skipped:
+            lines.append(
+                f"no probe ({NA}): " + ", ".join(f"{self.class_names[c]} ({why})" for c, why in self.skipped.items())
+            )
+        if self.constant_layers:
+            lines.append(_constant_line(self.constant_layers))
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class BitRegressionResult:
+    """Ridge regression from codes to each latent bit (the reference code's `r2_attn_latent`), per layer.
+
+    Attributes:
+        label: the bit label (`term_bits`, flattened over [K, L]).
+        bit_names: "term k bit l" for each flattened bit.
+        layers: probe names.
+        alpha: ridge strength (1.0 as in the reference; intercept fitted, codes not standardized).
+        n_folds: GroupKFold folds on the training rows (groups = compositions, so no composition is in both
+            the fitting and the scoring fold).
+        n_groups: compositions in the training rows.
+        r2_cv: out-of-fold R² on the training rows [layer, bit] (NaN where a bit is constant).
+        r2: split -> R² of a ridge fitted on all training rows [layer, bit].
+        reading: where and on what inputs the codes were read (`LatentCodes.reading`), or None.
+        train_mean_r2: split -> the floor: mean R² over bits of predicting the train rows' mean (at most 0).
+        input_only_r2: split -> mean R² over bits of the same ridge on the raw input tokens (the input-only
+            control), or None when the codes carry no inputs.
+    """
+
+    label: str
+    bit_names: list[str]
+    layers: list[str]
+    alpha: float
+    n_folds: int
+    n_groups: int
+    r2_cv: np.ndarray
+    r2: dict[str, np.ndarray]
+    reading: str | None = None
+    train_mean_r2: dict[str, float] | None = None
+    input_only_r2: dict[str, float] | None = None
+
+    def mean(self, split: str = "cv") -> np.ndarray:
+        """Mean R² over bits per layer ("cv" for the grouped cross-validation on train)."""
+        values = self.r2_cv if split == "cv" else self.r2[split]
+        with np.errstate(all="ignore"):
+            return np.array([np.nanmean(row) if np.isfinite(row).any() else np.nan for row in values])
+
+    def headlines(self) -> dict[str, Headline]:
+        """Split -> mean R² per probe beside the train-mean floor and the input-only control."""
+        return {
+            split: Headline("bit R²", split, list(self.layers), self.mean(split),
+                            {"train_mean": (self.train_mean_r2 or {}).get(split)},
+                            (self.input_only_r2 or {}).get(split))
+            for split in self.r2
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict (NaN -> null), with `headline`: split -> `Headline.to_dict()`."""
+        return _jsonable({**asdict(self), "headline": {s: h.to_dict() for s, h in self.headlines().items()}})
+
+    def table(self) -> str:
+        """Mean R² over bits per layer (grouped CV on train, then train -> each split) beside the train-mean floor,
+        the input-only control and the headline."""
+        cv = self.mean("cv")
+        title = (
+            f"ridge R² (alpha={self.alpha}) of {len(self.bit_names)} bits of {self.label!r}, mean over bits; "
+            f"cv = train rows, {self.n_folds}-fold by composition"
+        )
+        grid = _headline_grid(self.headlines(), "train_mean", "train-mean",
+                              first=("cv", [_fmt(v) for v in cv]))
+        return "\n".join([title, _reading_line(self.reading), grid])
+
+
+@dataclass(frozen=True)
+class DecodingResult:
+    """Linear decoding of a label from codes, per layer, with baselines on every evaluation split.
+
+    Attributes:
+        task: `meta["task"]` of the codes.
+        label: the label decoded.
+        kind: "multiclass" (one class per row) or "sets" (a set of classes per row, one probe per class).
+        class_names: names of the classes.
+        n_train: training rows the probes were fitted on.
+        majority_class: the training split's most frequent class (for sets: classes joined with "+").
+        baselines: split -> `Baseline` (chance, majority, best constant) on that split.
+        layers: one `LayerDecoding` per probe (each layer, then "all").
+        terms: fuzzy logic: per-term F1 (`decode_terms`), else None.
+        bits: fuzzy logic: ridge R² per latent bit (`ridge_bits`), else None.
+        controls: the input-only control and (SRAVEN) the control task, `probes.controls.Controls`; None when
+            the codes carry no `inputs` or `controls=False`.
+        reading: where and on what inputs the codes were read (`LatentCodes.reading`), or None.
+        constant_layers: probes ("0", ..., "all") whose codes were constant (spread / RMS at most
+            `probes.degenerate.CONSTANT_RTOL`): their scores read rounding noise. The all-layers probe leaves
+            constant layers' features out, so standardizing does not scale their noise up to unit variance
+            (unless every layer is constant).
+        notes: what the table's footnote says besides the classes without a probe (e.g. probes that stopped
+            before converging).
+    """
+
+    task: str | None
+    label: str
+    kind: Literal["multiclass", "sets"]
+    class_names: list[str]
+    n_train: int
+    majority_class: str
+    baselines: dict[str, Baseline]
+    layers: list[LayerDecoding]
+    terms: TermDecodingResult | None = None
+    bits: BitRegressionResult | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    controls: Controls | None = None
+    reading: str | None = None
+    notes: tuple[str, ...] = ()
+    constant_layers: list[str] = field(default_factory=list)
+
+    @property
+    def splits(self) -> list[str]:
+        """The evaluation splits, in order."""
+        return list(self.baselines)
+
+    @property
+    def layer_names(self) -> list[str]:
+        """Probe names ("0", "1", ..., "all")."""
+        return [row.layer for row in self.layers]
+
+    def accuracy(self, split: str) -> np.ndarray:
+        """Accuracy on `split` for every probe, in `layer_names` order ("train" gives in-sample accuracy)."""
+        if split == "train":
+            return np.array([row.train_accuracy for row in self.layers])
+        if split not in self.baselines:
+            raise ValueError(f"split={split!r} was not evaluated; evaluated splits: {self.splits}")
+        return np.array([row.accuracy[split] for row in self.layers])
+
+    def macro_f1(self, split: str) -> np.ndarray:
+        """Macro-F1 on `split` for every probe."""
+        if split not in self.baselines:
+            raise ValueError(f"split={split!r} was not evaluated; evaluated splits: {self.splits}")
+        return np.array([row.macro_f1[split] for row in self.layers])
+
+    def headlines(self) -> dict[str, dict[str, Headline]]:
+        """Every score beside its floors and the input-only control: metric -> split -> `Headline`.
+
+        Metrics: `accuracy` (the label's accuracy, or exact-set accuracy for sets, against chance and majority),
+        and for fuzzy-logic codes `term_f1` (against always-present) and `bit_r2` (against the train mean).
+        """
+        metric = "set accuracy" if self.kind == "sets" else "accuracy"
+        control = self.controls.input_only if self.controls is not None else {}
+        out = {
+            "accuracy": {
+                s: Headline(metric, s, self.layer_names, self.accuracy(s),
+                            {"chance": self.baselines[s].chance, "majority": self.baselines[s].majority},
+                            control.get(s))
+                for s in self.splits
+            }
+        }
+        if self.terms is not None:
+            out["term_f1"] = self.terms.headlines()
+        if self.bits is not None:
+            out["bit_r2"] = self.bits.headlines()
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict (arrays as lists, NaN -> null), with `headline`: metric -> split -> `Headline.to_dict()`."""
+        headline = {m: {s: h.to_dict() for s, h in by_split.items()} for m, by_split in self.headlines().items()}
+        return _jsonable({**asdict(self), "headline": headline})
+
+    def table(self) -> str:
+        """Plain-text table: per probe, train and evaluation scores beside chance, majority and the input-only
+        control on the same rows, and the headline `codes − best` (the score minus the best of those)."""
+        what = "set accuracy (exact)" if self.kind == "sets" else "accuracy"
+        lines = [
+            f"decoding {self.label!r} ({len(self.class_names)} classes, {self.kind}): {what}; probes fit on "
+            f"{self.n_train} train rows; majority = rate of the train-majority class {self.majority_class!r}",
+            _reading_line(self.reading),
+            _headline_grid(self.headlines()["accuracy"], ("chance", "majority"), ("chance", "majority"),
+                           first=("train", [_fmt(row.train_accuracy) for row in self.layers]),
+                           selectivity=self._selectivity()),
+            f"{HEADLINE} = score minus the best of the floors and the input-only control on the same rows; "
+            f"{NA} = not computed, {UNDEFINED} = undefined",
+        ]
+        if self.controls is not None:
+            lines.append(f"controls: {self.controls.note}")
+        else:
+            lines.append(f"controls: {NA} (these codes carry no raw inputs; re-extract them to fit the input-only "
+                         "control)")
+        if self.constant_layers:
+            lines.append(_constant_line(self.constant_layers))
+        for extra in (self.terms, self.bits):
+            if extra is not None:
+                lines += ["", extra.table()]
+        if self.notes:
+            lines += ["", "notes: " + "; ".join(self.notes)]
+        return "\n".join(lines)
+
+    def _selectivity(self) -> dict[str, np.ndarray] | None:
+        controls = self.controls
+        if controls is None or controls.control_task is None or controls.layers != self.layer_names:
+            return None
+        return {s: controls.selectivity(s, self.accuracy(s)) for s in self.splits if s in controls.control_task}
+
+
+def _fmt(x: float | None, signed: bool = False) -> str:
+    """A score as a table cell: `n/a` for None (not computed), `–` for NaN (undefined)."""
+    if x is None:
+        return NA
+    if not np.isfinite(x):
+        return UNDEFINED
+    return f"{x:+.3f}" if signed else f"{x:.3f}"
+
+
+def _reading_line(reading: str | None) -> str:
+    return f"reading: {reading or 'not recorded'}"
+
+
+def _constant_line(constant_layers: list[str]) -> str:
+    single = [layer for layer in constant_layers if layer != "all"]
+    line = f"constant codes: {', '.join(constant_layers)} (their probes read rounding noise"
+    if single and "all" not in constant_layers:
+        line += "; the all-layers probe leaves them out"
+    return line + ")"
+
+
+def _headline_grid(
+    headlines: dict[str, Headline],
+    floors: str | tuple[str, ...],
+    titles: str | tuple[str, ...],
+    *,
+    first: tuple[str, list[str]] | None = None,
+    selectivity: dict[str, np.ndarray] | None = None,
+) -> str:
+    """One row per probe: [first column,] the score per split, then per split each floor, the input-only control
+    and the headline (uniform chance, the same on every split, gets one column)."""
+    floors = (floors,) if isinstance(floors, str) else floors
+    titles = (titles,) if isinstance(titles, str) else titles
+    splits = list(headlines)
+    layers = next(iter(headlines.values())).layers if headlines else []
+    columns: list[tuple[str, list[str]]] = []
+    if first is not None:
+        columns.append(first)
+    columns += [(s, [_fmt(v) for v in headlines[s].codes]) for s in splits]
+    for name, title in zip(floors, titles, strict=True):
+        values = [headlines[s].floors.get(name) for s in splits]
+        if name == "chance" and all(v is not None and v == values[0] for v in values):
+            columns.append((title, [_fmt(values[0])] * len(layers)))
+        else:
+            columns += [(f"{title} {s}", [_fmt(v)] * len(layers)) for s, v in zip(splits, values, strict=True)]
+    columns += [(f"input-only {s}", [_fmt(headlines[s].control)] * len(layers)) for s in splits]
+    columns += [(f"{HEADLINE} {s}", [_fmt(v, signed=True) for v in headlines[s].over_best]) for s in splits]
+    if selectivity:
+        columns += [(f"selectivity {s}", [_fmt(v, signed=True) for v in values]) for s, values in selectivity.items()]
+    header = ["layer", *(title for title, _ in columns)]
+    rows = [[layer, *(cells[i] for _, cells in columns)] for i, layer in enumerate(layers)]
+    return _grid(header, rows)
+
+
+def _grid(header: list[str], rows: list[list[str]]) -> str:
+    """Columns as wide as their widest cell; the first left-aligned, the rest right-aligned."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(
+            str(c).ljust(w) if i == 0 else str(c).rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in [header, *rows]
+    )
