@@ -142,7 +142,7 @@ def test_the_transfer_and_ablate_subcommands_print_the_table_and_write_the_files
     for add_parser, command in COMMANDS:
         add_parser(subparsers).set_defaults(func=command)
     out = tmp_path / "out"
-    for argv in (["transfer", str(tiny_run), "--pairs", "paper"], ["ablate", str(tiny_run), "--method", "zero"]):
+    for argv in (["transfer", str(tiny_run), "--positions", "paper"], ["ablate", str(tiny_run), "--method", "zero"]):
         args = parser.parse_args([*argv, "--out", str(out), "--n-samples", "16", "--layers", "1", "--no-progress"])
         assert args.func(args) == 0
     printed = capsys.readouterr().out
