@@ -259,22 +259,13 @@ def embed_codes(
     }
     flat = LayerSpread(layer_name, *relative_spread(X), constant=is_constant(X, rtol))
     spread = CodeSpread([flat], rtol, rows.size)
+    common = dict(rows=rows, method=method, layer=layer_name, labels={k: v[rows] for k, v in codes.labels.items()},
+                  split=codes.split[rows], class_names=codes.class_names(), label=codes.label)
     if spread.constant_layers:
         # stacklevel 3: past the single-thread wrapper, at the caller of embed_codes
         warn_constant(spread, f"{method} of layer {layer_name}", stacklevel=3)
         params.update(relative_spread=spread.layers[0].relative, rtol=rtol, skipped="constant codes")
-        return Embedding(
-            coords=np.zeros((rows.size, 2), np.float32),
-            rows=rows,
-            method=method,
-            layer=layer_name,
-            labels={k: v[rows] for k, v in codes.labels.items()},
-            split=codes.split[rows],
-            class_names=codes.class_names(),
-            label=codes.label,
-            params=params,
-            constant=True,
-        )
+        return Embedding(coords=np.zeros((rows.size, 2), np.float32), **common, params=params, constant=True)
     scaler = StandardScaler().fit(X) if standardize else None
     if scaler is not None:
         X = scaler.transform(X)
@@ -290,16 +281,4 @@ def embed_codes(
             n_neighbors=min(n_neighbors, rows.size - 1), min_dist=min_dist, n_epochs=n_epochs, init=used
         )
     logger.info("%s of %d rows, layer %s", method, rows.size, layer_name)
-    return Embedding(
-        coords=coords,
-        rows=rows,
-        method=method,
-        layer=layer_name,
-        labels={k: v[rows] for k, v in codes.labels.items()},
-        split=codes.split[rows],
-        class_names=codes.class_names(),
-        label=codes.label,
-        params=params,
-        reducer=reducer,
-        scaler=scaler,
-    )
+    return Embedding(coords=coords, **common, params=params, reducer=reducer, scaler=scaler)
