@@ -263,12 +263,15 @@ class TermF1Figure:
             return np.array([np.nanmean(row) if np.isfinite(row).any() else np.nan for row in self.f1])
 
     def plot(self, ax: Axes | Sequence[Axes] | None = None) -> Figure:
-        """Draw the heatmap and the mean-F1 panel with its reference lines; returns the figure."""
+        """Draw the heatmap and the mean-F1 panel with its reference lines; returns the figure. One `Axes` gets
+        the heatmap alone, with the references in its title (as 0.1 drew it); two get both panels."""
         width = max(5.0, 0.45 * len(self.terms) + 2)
         height = 0.5 * len(self.layers) + 2.5
         if ax is None:
             _, (heat, mean) = plt.subplots(1, 2, figsize=(width + 4.0, max(height, 3.5)), layout="constrained",
                                            gridspec_kw={"width_ratios": [width, 3.5]})
+        elif isinstance(ax, Axes):
+            heat, mean = ax, None
         else:
             heat, mean = _axes_row(ax, 2)
         image = heat.imshow(np.ma.masked_invalid(self.f1), vmin=0, vmax=1, cmap="viridis", aspect="auto")
@@ -277,6 +280,10 @@ class TermF1Figure:
         heat.set_xlabel("term (blank: no probe or no F1, e.g. a term never seen in training)")
         heat.set_ylabel("layer")
         heat.figure.colorbar(image, ax=heat, label=f"F1 on {self.split}")
+        if mean is None:
+            refs = ", ".join(self.references())
+            heat.set_title(f"{self.title}" + (f"\n({refs})" if refs else ""), fontsize="medium")
+            return heat.figure
         x = np.arange(len(self.layers))
         mean.plot(x, self._mean(), marker="o", color="black", label="codes (mean F1)")
         styles = iter([("grey", "--"), ("tab:red", "-.")])

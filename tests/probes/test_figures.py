@@ -479,3 +479,17 @@ def test_similarity_of_constant_codes_says_so(make_sraven):
     assert CONSTANT_TEXT in [t.get_text() for t in ax.texts]  # the all-NaN matrix is replaced by words
     assert any(CONSTANT_TEXT in a.text for a in display.plotly().layout.annotations)
     assert not similarity_figure(rule_similarity(codes)).constant
+
+
+def test_term_f1_figure_on_one_axes_draws_the_heatmap_with_its_floors_in_the_title():
+    """Notebooks lay several models side by side, one Axes each (as 0.1 did)."""
+    import matplotlib.pyplot as plt
+
+    from probes.figures.decoding import TermF1Figure
+
+    figure = TermF1Figure(terms=["a", "b"], layers=["0", "1"], f1=np.array([[0.5, np.nan], [0.2, 0.9]]),
+                          split="ood", title="t", always_present=0.25, input_only=0.1)
+    _, ax = plt.subplots()
+    fig = figure.plot(ax=ax)
+    assert len(fig.axes) == 2  # the heatmap and its colour bar, no second panel
+    assert "always present (0.250)" in ax.get_title() and "input-only control (0.100)" in ax.get_title()
