@@ -164,7 +164,8 @@ def _cmd_emergence(args: argparse.Namespace) -> int:
         if target.exists():
             raise ValueError(f"{target} exists; choose another --out (nothing is overwritten)")
     rows = rule_emergence(args.run, n_samples=args.n_samples, steps=args.steps)
-    command = f"latentcode emergence {args.run} --out {args.out} --n {args.n_samples}"
+    command = f"latentcode emergence {args.run} --out {args.out} --n {args.n_samples}" + (
+        f" --steps {','.join(map(str, args.steps))}" if args.steps else "")
     meta = {"run": str(args.run), "command": command, "n_samples": args.n_samples,
             "reading": "the task's paper reading (spec §4.1); SRAVEN instances unpermuted"}
     write_emergence(rows, table, meta=meta)

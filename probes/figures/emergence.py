@@ -48,8 +48,9 @@ class EmergenceFigure:
             name = "all layers" if layer == "all" else f"layer {layer}"
             left.plot(self.steps, self.decoding[i], "-o", color=colors[i], ms=3, label=f"codes, {name}")
             right.plot(self.steps, self.selectivity[i], "-o", color=colors[i], ms=3, label=name)
-        left.plot(self.steps, self.input_only, "--", color="0.45", label="input-only control")
-        left.plot(self.steps, self.model_accuracy, "-", color="black", lw=2.2, label="model OOD accuracy")
+        # markers too, so a table of one snapshot still shows both
+        left.plot(self.steps, self.input_only, "--s", color="0.45", ms=5, label="input-only control")
+        left.plot(self.steps, self.model_accuracy, "-D", color="black", lw=2.2, ms=5, label="model OOD accuracy")
         left.axhline(self.majority, color="0.3", ls=":", lw=1, label=f"majority ({self.majority:.3f})")
         left.axhline(self.chance, color="0.6", ls=":", lw=1, label=f"chance ({self.chance:.3f})")
         left.set(xlabel="training step", ylabel="accuracy on held-out rule combinations", ylim=(0, 1.02),
@@ -74,9 +75,9 @@ class EmergenceFigure:
                                      line={"color": colors[i]}, legendgroup=layer), row=1, col=1)
             fig.add_trace(go.Scatter(x=self.steps, y=self.selectivity[i], mode="lines+markers", name=name,
                                      line={"color": colors[i]}, legendgroup=layer, showlegend=False), row=1, col=2)
-        fig.add_trace(go.Scatter(x=self.steps, y=self.input_only, mode="lines", name="input-only control",
+        fig.add_trace(go.Scatter(x=self.steps, y=self.input_only, mode="lines+markers", name="input-only control",
                                  line={"color": "#737373", "dash": "dash"}), row=1, col=1)
-        fig.add_trace(go.Scatter(x=self.steps, y=self.model_accuracy, mode="lines", name="model OOD accuracy",
+        fig.add_trace(go.Scatter(x=self.steps, y=self.model_accuracy, mode="lines+markers", name="model OOD accuracy",
                                  line={"color": "black", "width": 3}), row=1, col=1)
         for value, name, color in ((self.majority, "majority", "#4d4d4d"), (self.chance, "chance", "#999999")):
             fig.add_trace(go.Scatter(x=[self.steps[0], self.steps[-1]], y=[value, value], mode="lines",
