@@ -9,6 +9,7 @@ is a call into `latentcode.results` or `latentcode.pretrained`.
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -145,6 +146,9 @@ def _add_emergence_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="instances per split read at each snapshot (default: 4096)")
     parser.add_argument("--steps", type=lambda s: [int(x) for x in s.split(",") if x],
                         help="only these snapshot steps, comma-separated (default: every snapshot)")
+    parser.add_argument("--update", action="store_true",
+                        help="add the snapshots that --out's emergence.csv lacks (same --n) and redraw the figure, "
+                        "instead of refusing an --out that holds a table: for runs still training")
     return parser
 
 
@@ -160,19 +164,42 @@ def _cmd_emergence(args: argparse.Namespace) -> int:
     if not list_snapshots(args.run):
         raise ValueError(f"{args.run} has no snapshots/step-*/ folders; train it with --train.snapshots=true")
     table = args.out / "emergence.csv"
-    for target in (table, table.with_suffix(".json"), args.out / "emergence.png", args.out / "emergence.html"):
-        if target.exists():
-            raise ValueError(f"{target} exists; choose another --out (nothing is overwritten)")
-    rows = rule_emergence(args.run, n_samples=args.n_samples, steps=args.steps)
+    previous: list[Any] = []
+    meta: dict[str, Any] = {"run": str(args.run), "n_samples": args.n_samples, "commands": [],
+                            "reading": "the task's paper reading (spec §4.1); SRAVEN instances unpermuted"}
+    if args.update and table.is_file():
+        from latentcode.emergence import read_emergence
+
+        meta = json.loads(table.with_suffix(".json").read_text())
+        if meta.get("n_samples") != args.n_samples:
+            raise ValueError(f"{table} was made with --n {meta.get('n_samples')}; update it with the same --n")
+        previous = read_emergence(table)
+        meta.setdefault("commands", [meta.pop("command")] if "command" in meta else [])
+    else:
+        for target in (table, table.with_suffix(".json"), args.out / "emergence.png", args.out / "emergence.html"):
+            if target.exists():
+                raise ValueError(f"{target} exists; choose another --out, or pass --update to add new snapshots "
+                                 "(nothing else is overwritten)")
+    done = {row.step for row in previous}
+    wanted = [step for step, _ in list_snapshots(args.run) if args.steps is None or step in args.steps]
+    missing = sorted(set(args.steps or ()) - {step for step, _ in list_snapshots(args.run)})
+    if missing:
+        raise ValueError(f"no snapshot of step(s) {missing} in {args.run}")
+    new_steps = [step for step in wanted if step not in done]
+    rows = rule_emergence(args.run, n_samples=args.n_samples, steps=new_steps) if new_steps else []
+    rows = sorted([*previous, *rows], key=lambda r: r.step)  # each step's layers keep their order
     command = f"latentcode emergence {args.run} --out {args.out} --n {args.n_samples}" + (
-        f" --steps {','.join(map(str, args.steps))}" if args.steps else "")
-    meta = {"run": str(args.run), "command": command, "n_samples": args.n_samples,
-            "reading": "the task's paper reading (spec §4.1); SRAVEN instances unpermuted"}
+        f" --steps {','.join(map(str, args.steps))}" if args.steps else "") + (" --update" if args.update else "")
+    meta["commands"] = [*meta.get("commands", []), command]
+    meta.pop("note", None)
+    if previous:
+        for target in (table, table.with_suffix(".json")):
+            target.unlink()
     write_emergence(rows, table, meta=meta)
     figure = emergence_figure(rows, title=f"When do rule codes appear? {args.run.name} (held-out rule combinations)")
     save_figure(figure, args.out / "emergence", formats=("png", "html"))
     plt.close("all")
-    _echo(f"wrote {table} ({len(rows)} rows) and its figure emergence.png / .html")
+    _echo(f"wrote {table} ({len(rows)} rows, {len(new_steps)} new snapshot(s)) and its figure emergence.png / .html")
     for row in rows:
         if row.layer == "all":
             _echo(f"  step {row.step:>7}: codes {row.decoding:.3f}  input-only {row.input_only:.3f}  "

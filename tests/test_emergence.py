@@ -110,3 +110,20 @@ def test_the_figure_draws_every_layer_and_both_floors(rows):
     assert [a.get_ylabel() for a in axes] == ["accuracy on held-out rule combinations",
                                              "selectivity (codes − control task)"]
     assert list(axes[0].lines[0].get_xdata()) == [30, 60]
+
+
+def test_update_adds_only_the_new_snapshots_of_a_run_still_training(snap_run, tmp_path, capsys):
+    from latentcode.cli import main
+
+    out = tmp_path / "emergence"
+    assert main(["emergence", str(snap_run.path), "--out", str(out), "--n", "64", "--steps", "30"]) == 0
+    first = read_emergence(out / "emergence.csv")
+    assert {r.step for r in first} == {30}
+    assert main(["emergence", str(snap_run.path), "--out", str(out), "--n", "64", "--update"]) == 0
+    assert "1 new snapshot(s)" in capsys.readouterr().out
+    rows = read_emergence(out / "emergence.csv")
+    assert [r.step for r in rows] == [30] * 3 + [60] * 3
+    assert [r.decoding for r in rows[:3]] == [r.decoding for r in first]  # the old rows are kept, not recomputed
+    assert len(json.loads((out / "emergence.json").read_text())["commands"]) == 2
+    assert main(["emergence", str(snap_run.path), "--out", str(out), "--n", "128", "--update"]) != 0
+    assert "same --n" in capsys.readouterr().err
