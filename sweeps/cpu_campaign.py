@@ -190,4 +190,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BrokenPipeError:  # `status | head`
+        sys.stderr.close()
