@@ -143,8 +143,18 @@ def write_emergence(rows: Sequence[EmergenceRow], path: str | os.PathLike, *, me
 
 
 def read_emergence(path: str | os.PathLike) -> list[EmergenceRow]:
-    """Rows of a CSV `write_emergence` wrote."""
-    with Path(path).open(newline="") as f:
+    """Rows of a CSV `write_emergence` wrote; `path` is the CSV or the folder holding `emergence.csv` (what
+    `latentcode emergence --out` names).
+
+    Raises:
+        FileNotFoundError: no such CSV (the message names the command that writes one).
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / "emergence.csv"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist; write it with `latentcode emergence RUN --out FOLDER`")
+    with path.open(newline="") as f:
         return [EmergenceRow(step=int(r["step"]), layer=r["layer"],
                              **{k: float(r[k]) for k in COLUMNS if k not in ("step", "layer")})
                 for r in csv.DictReader(f)]

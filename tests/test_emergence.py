@@ -91,6 +91,9 @@ def test_the_command_writes_the_table_and_its_figure_and_never_overwrites(snap_r
     assert "step      30" in printed and "step      60" in printed
     assert {p.name for p in out.iterdir()} == {"emergence.csv", "emergence.json", "emergence.png", "emergence.html"}
     assert len(read_emergence(out / "emergence.csv")) == 6
+    assert read_emergence(out) == read_emergence(out / "emergence.csv")  # the folder --out named reads too
+    with pytest.raises(FileNotFoundError, match="latentcode emergence RUN --out"):
+        read_emergence(tmp_path)
     assert main(["emergence", str(snap_run.path), "--out", str(out), "--n", "64"]) != 0
     assert "exists" in capsys.readouterr().err
 
@@ -110,6 +113,11 @@ def test_the_figure_draws_every_layer_and_both_floors(rows):
     assert [a.get_ylabel() for a in axes] == ["accuracy on held-out rule combinations",
                                              "selectivity (codes − control task)"]
     assert list(axes[0].lines[0].get_xdata()) == [30, 60]
+    fig_mpl = axes[0].figure
+    fig_mpl.canvas.draw()
+    for ax in axes:  # each legend sits below its panel, never over the curves
+        legend_box = ax.get_legend().get_window_extent()
+        assert legend_box.y1 <= ax.get_window_extent().y0
 
 
 def test_update_adds_only_the_new_snapshots_of_a_run_still_training(snap_run, tmp_path, capsys):

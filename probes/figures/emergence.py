@@ -57,8 +57,9 @@ class EmergenceFigure:
                  title="rule decoding vs. the model")
         right.axhline(0.0, color="0.6", lw=1)
         right.set(xlabel="training step", ylabel="selectivity (codes − control task)", title="selectivity")
-        left.legend(fontsize=7, loc="best")
-        right.legend(fontsize=7, loc="best")
+        # below the panels: inside, the legend hides the highest curves (codes near 0.8 in a trained model)
+        left.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
+        right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
         left.figure.suptitle(self.title)
         return left.figure
 
