@@ -111,6 +111,8 @@ class VariantSummary:
     """Standard error of the mean: sample standard deviation (ddof=1) / sqrt(n); nan for one seed."""
     seeds: tuple[int, ...]
     paper: tuple[float, float] | None
+    unfinished: tuple[tuple[int, int, int], ...] = ()
+    """(seed, step, steps) of each counted run that has not reached its last step (`--include-unfinished`)."""
 
 
 def _live_cell(fractions: Sequence[float | None] | None) -> str:
@@ -249,7 +251,9 @@ def summarize(
         mean = math.fsum(values) / n
         sem = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1) / n) if n > 1 else math.nan
         summaries.append(VariantSummary(task=task, variant=variant, split=split, n_seeds=n, mean=mean, sem=sem,
-                                        seeds=tuple(sorted(seeds)), paper=PAPER_TABLE_A1.get(task, {}).get(variant)))
+                                        seeds=tuple(sorted(seeds)), paper=PAPER_TABLE_A1.get(task, {}).get(variant),
+                                        unfinished=tuple(sorted((r.seed, r.step, r.steps) for r in members
+                                                                if not r.finished))))
     return summaries
 
 
@@ -264,7 +268,11 @@ def markdown_table(summaries: Sequence[VariantSummary]) -> str:
         paper = "–" if s.paper is None else _pm(*s.paper)
         diff = "–" if s.paper is None else f"{s.mean - s.paper[0]:+.2f}"
         seeds = ", ".join(str(x) for x in s.seeds)
-        lines.append(f"| {s.task} | {s.variant} | {seeds} | {_pm(s.mean, s.sem)} | {paper} | {diff} |")
+        ours = _pm(s.mean, s.sem)
+        if s.unfinished:  # an intermediate evaluation must never read as a final one
+            ours += " (unfinished: " + ", ".join(f"seed {seed} at step {step} of {steps}"
+                                                 for seed, step, steps in s.unfinished) + ")"
+        lines.append(f"| {s.task} | {s.variant} | {seeds} | {ours} | {paper} | {diff} |")
     return "\n".join(lines)
 
 

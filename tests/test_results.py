@@ -52,6 +52,9 @@ def test_table_follows_the_paper_row_order_and_skips_unfinished_runs():
     assert [s.n_seeds for s in summarize(rows, finished_only=False)][0] == 2
     one = summarize(rows)[0]
     assert np.isnan(one.sem) and "| 60.00 |" in markdown_table([one])
+    both = summarize(rows, finished_only=False)[0]
+    assert both.unfinished == ((1, 5, 10),)
+    assert "| 35.00 ± 25.00 (unfinished: seed 1 at step 5 of 10) |" in markdown_table([both])
 
 
 def test_two_settings_of_one_seed_are_refused():
