@@ -44,6 +44,13 @@ def _csv(text: str) -> list[str]:
     return items
 
 
+def _int_csv(text: str) -> list[int]:
+    try:
+        return [int(part) for part in _csv(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
+
+
 def _add_positions(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--positions", default="paper", choices=POSITIONS,
                         help="which codes: paper (spec §4.1) or all_features (SRAVEN, one row per feature; "
@@ -252,11 +259,12 @@ def _add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
         "demo",
         help="probe the codes of the shipped softmax, linear and HYLA checkpoints (or --train small ones), "
         "write a report",
-        description="The whole analysis in about two minutes on a CPU: copy the shipped fuzzy-logic checkpoints "
-        "(softmax, linear, HYLA trained at the paper's Table A1 setting) to --out, extract their latent codes at "
-        "the paper's reading, run every probe, write report.html, and print the task metric beside decoding from "
-        "the last layer's OOD codes, its floor, the input-only control and 'codes − best' (the score minus the "
-        "best of those). With --train, small models are trained "
+        description="The whole analysis in a few minutes on a CPU: copy every shipped seed of the fuzzy-logic "
+        "checkpoints (softmax, linear, HYLA trained at the paper's Table A1 setting) to --out, extract their latent "
+        "codes at the paper's reading, run every probe, write report.html, and print per seed the task metric "
+        "beside decoding from the last layer's OOD codes, its floor, the input-only control, 'codes − best' (the "
+        "score minus the best of those) and the value-network live fraction, then the mean ± s.e. over each "
+        "variant's seeds. With --train, small models are trained "
         f"instead ({DEMO_SETTINGS['task']}, {DEMO_SETTINGS['preset']} preset, {DEMO_SETTINGS['steps']} steps "
         "each; finished runs in --out are reused).",
         example="latentcode demo --out runs/demo",
@@ -278,7 +286,11 @@ def _add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help=f"instances per split whose codes are probed (default: {DEMO_SETTINGS['n_samples']}; "
                              "--n is the old spelling)")
     parser.add_argument("--embed", choices=("umap", "pca"), default="umap", help="embedding (default: umap)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of split, initialisation and data (default: 0)")
+    parser.add_argument("--seeds", type=_int_csv, default=None,
+                        help="comma-separated shipped seeds to analyse (default: every seed shipped)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the extraction batches, and with --train of split, initialisation and data "
+                             "(default: 0)")
     parser.add_argument("--device", default="cpu", help="device (default: cpu)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch CPU threads (default: 1; these small models gain little from more, and on a "
@@ -291,14 +303,14 @@ def _add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 @_constant_codes_as_log_lines
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from latentcode.demo import demo
+    from latentcode.demo import SEED_LEGEND, demo
 
     if args.steps <= 0 or args.n_samples <= 0:
         raise ValueError(f"--steps={args.steps} and --n-samples={args.n_samples} must be positive integers")
     result = demo(args.out, train=args.train, task=args.task, variants=args.variants, preset=args.preset,
                   steps=args.steps, n_samples=args.n_samples, seed=args.seed, device=args.device,
                   embed_method=args.embed, threads=args.threads, force=args.force, progress=args.progress,
-                  inputs=args.inputs)
+                  inputs=args.inputs, seeds=args.seeds)
     _echo(result.table())
     if any("term_f1_ood_last" in row for row in result.rows):
         _echo("term F1: per-term logistic probes fit on train-split codes of the last layer, mean F1 on held-out "
@@ -309,6 +321,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         _echo("decode: a linear probe fit on train-split codes of the last layer, accuracy on held-out (OOD) "
               "compositions; chance = uniform guessing, majority = the train-majority class's rate on those rows, "
               "input-only = the same probe on the raw tokens; codes − best = accuracy minus the best of the three")
+    _echo(SEED_LEGEND)
     if result.notes:
         _echo("notes: " + "; ".join(result.notes))
     _echo(f"report: {result.report}")

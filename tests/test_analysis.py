@@ -149,7 +149,7 @@ def test_demo_trains_three_variants_and_prints_the_comparison(tmp_path, cli, cap
     printed = capsys.readouterr().out
     lines = printed.splitlines()
     assert lines[0] == "codes read at paper positions, unpermuted inputs (default); held-out (OOD) compositions"
-    assert lines[1].split()[:3] == ["variant", "test", "acc"]
+    assert lines[1].split()[:4] == ["variant", "seed", "test", "acc"]
     assert "chance" in lines[1] and "majority" in lines[1] and "input-only" in lines[1] and "codes − best" in lines[1]
     assert [line.split()[0] for line in lines[2:5]] == ["softmax", "linear", "hyla"]
     assert f"report: {out / 'report.html'}" in printed
@@ -474,12 +474,12 @@ def test_the_demo_prints_floors_and_one_notes_line(tmp_path, cli, capsys, caplog
     out = tmp_path / "demo"
     with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.INFO):
         warnings.simplefilter("always")
-        assert cli(["demo", "--out", str(out), "--variants", "hyla", "--n", "64", "--embed", "pca",
+        assert cli(["demo", "--out", str(out), "--variants", "hyla", "--seeds", "0", "--n", "64", "--embed", "pca",
                     "--no-progress"]) == 0
     printed = capsys.readouterr().out
     lines = printed.splitlines()
     assert lines[0] == "codes read at paper positions, fixed_query inputs (default); held-out (OOD) compositions"
-    assert lines[1].split("  ")[:3] == ["variant", "test r2", "OOD r2"]
+    assert lines[1].split("  ")[:4] == ["variant", "seed", "test r2", "OOD r2"]
     assert "always-present F1" in lines[1] and "input-only F1" in lines[1] and "codes − best" in lines[1]
     notes = [line for line in lines if line.startswith("notes: ")]
     assert len(notes) == 1 and "no probe for 4 terms" in notes[0]
