@@ -222,3 +222,44 @@ def test_the_fig2b_table_in_the_docs_matches_the_committed_decodings():
             expected = [np.nanmean(np.array(f1, dtype=float)) for f1 in decoding["terms"]["f1"]["ood"]]
         expected.append(decoding["terms"]["input_only_f1"]["ood"])
         assert [c.strip() for c in cells] == [f"{value:.3f}" for value in expected], variant
+
+
+FIG5 = ROOT / "results" / "fig5"
+FIG5_TABLES = {"snapshots", "claims", "decode", "cluster", "similarity", "transfer"}
+
+
+def test_a_generated_block_must_name_its_sources_and_run_a_script_of_the_repository():
+    gen = _gen_tables()
+    unnamed = "<!-- generated: results/fig5 (python sweeps/fig5.py table decode x) -->\nold\n<!-- /generated -->\n"
+    with pytest.raises(ValueError, match="names results/fig5"):
+        gen.render(unnamed)
+    missing = "<!-- generated: results/nowhere (python sweeps/fig5.py table decode --from results/nowhere x) -->\n" \
+              "old\n<!-- /generated -->\n"
+    with pytest.raises(FileNotFoundError, match="results/nowhere"):
+        gen.render(missing)
+    foreign = "<!-- generated: results (python /bin/true.py results) -->\nold\n<!-- /generated -->\n"
+    with pytest.raises(ValueError, match="not a Python script of the repository"):
+        gen.render(foreign)
+
+
+@pytest.mark.skipif(not FIG5.is_dir(), reason="no committed Fig. 5 results (not a clone)")
+def test_the_sraven_fig5_section_is_generated_from_the_committed_results():
+    import shlex
+
+    gen = _gen_tables()
+    page = (ROOT / "docs" / "reproduction.md").read_text()
+    blocks = [m for m in gen.GENERATED.finditer(page) if "sweeps/fig5.py" in m["command"]]
+    assert {shlex.split(m["command"])[3] for m in blocks} >= FIG5_TABLES, "the Fig. 5 section lost a table"
+    for block in blocks:  # every model is labelled with the step it was analysed at (the claims: in the header)
+        header, _, *rows = block["body"].splitlines()
+        labelled = [header] if shlex.split(block["command"])[3] == "claims" else rows
+        assert rows and all("step " in line or "not analysed yet" in line for line in labelled), block["command"]
+    decoded = "\n".join(m["body"] for m in blocks if shlex.split(m["command"])[3] == "decode")
+    for folder in sorted(p for p in FIG5.iterdir() if (p / "fig5.json").is_file()):
+        summary = json.loads((folder / "fig5.json").read_text())
+        assert summary["intermediate"] == (summary["step"] < summary["steps"])
+        assert set(summary["commands"]) >= {"all", "codes", "decode.json", "clustering.csv", "similarity.csv",
+                                            "rule_transfer.csv", "rule_transfer_ood.csv"}
+        ood = json.loads((folder / "decode.json").read_text())["headline"]["accuracy"]["ood"]
+        for layer, accuracy in zip(ood["layers"], ood["codes"], strict=True):  # read back, not recomputed
+            assert f"| {layer} | {accuracy:.3f} | 0.125 |" in decoded, (folder.name, layer)

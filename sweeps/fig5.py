@@ -1,0 +1,419 @@
+"""The paper's Fig. 5 (SRAVEN) on one trained run or snapshot, and the Markdown tables docs/reproduction.md shows.
+
+    python sweeps/fig5.py run RUN [--name NAME]     # every analysis of one model; one command per model
+    python sweeps/fig5.py table KIND RESULTS...     # a Markdown table from committed results (docs/gen_tables.py)
+
+`run` reads the codes at the paper's reading (spec §4.1: query = the last token, keys = the last feature of panels
+7 and 8, instances unpermuted; `latentcode extract`'s default) and writes the big outputs (codes, figures) to
+runs/fig5/NAME/ and the small ones (CSV, JSON) to results/fig5/NAME/:
+
+- `decode.json`: Fig. 5F, `latentcode decode` (training rule sets → held-out ones, beside uniform chance, the
+  majority class, the input-only control and control-task selectivity);
+- `rule_transfer.csv/.json` (`test` split) and `rule_transfer_ood.csv/.json` (`ood`): `latentcode transfer`;
+- `clustering.csv`: Fig. 5A/B's cluster-vs-label scores, k-means per layer (`probes.cluster_codes`), against the
+  last feature's rule and against the target value, on every row and on the held-out rows;
+- `similarity.csv`: Fig. 5E, cosine similarity of the rule-average codes per layer (`probes.rule_similarity`),
+  raw and centred;
+- `fig5.json`: the run, its step (and the steps it trains for), its own accuracy at that step, and the command
+  behind every file.
+
+The figures (runs/fig5/NAME/figures/): a UMAP per layer coloured by rule and by target (`umap_layer{L}`) and the
+rule-similarity heatmap per layer (`similarity_layer{L}`). The analysis commands use the `latentcode` command
+(`python -P -m latentcode`, so the installed package, or the one on PYTHONPATH, runs), the tables read only the
+committed files (no torch, no probes). The table commands print one Markdown table each; docs/gen_tables.py
+runs them for `<!-- generated: ... -->` blocks.
+"""
+
+from __future__ import annotations
+
+# ruff: noqa: T201 (a command-line script: it reports with print)
+import argparse
+import csv
+import json
+import math
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = Path("results/fig5")
+ANALYSES = Path("runs/fig5")
+PAPER_OOD_ACC = {"softmax": 56.56, "linear": 56.30, "hyla": 69.13}
+"""Table A1's SRAVEN OOD accuracy (%), mean over 3 seeds."""
+PAIR = ("addition", "subtraction")
+"""Fig. 5E's pair: the paper's rules F (addition) and G (difference)."""
+LABELS = ("rule", "target")
+ROWS = {"all": None, "ood": "ood"}
+"""Rows clustered: every split's codes, or the held-out rule sets' only."""
+
+
+def _rel(path: Path) -> str:
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def _latentcode(args: list[str], commands: dict[str, str], key: str) -> str:
+    """Run `latentcode ARGS` from the repository root, record the command under `key`, return its stdout."""
+    commands[key] = "latentcode " + shlex.join(args)
+    print(f"$ {commands[key]}", flush=True)
+    done = subprocess.run([sys.executable, "-P", "-m", "latentcode", *args], cwd=ROOT, check=True,
+                          capture_output=True, text=True)
+    sys.stdout.write(done.stdout)
+    return done.stdout
+
+
+def _step_metrics(run: Path, step: int) -> dict[str, float]:
+    """The run's own evaluation at `step` (a snapshot `RUN/snapshots/step-N` reads its run's metrics.jsonl)."""
+    for folder in (run, run.parent.parent):
+        path = folder / "metrics.jsonl"
+        if not path.is_file() or not path.stat().st_size:
+            continue
+        found = {}
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("step") == step and record.get("split") in ("test", "ood") and "acc" in record:
+                found[f"{record['split']}_acc"] = record["acc"]
+                if record.get("value_live_fraction") and any(v is not None for v in record["value_live_fraction"]):
+                    found["value_live_fraction"] = record["value_live_fraction"]
+        if found:
+            return found
+    return {}
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _probe_analyses(analysis: Path, results: Path, commands: dict[str, str], umap: bool) -> dict:
+    """Clustering, rule similarity and the per-layer figures, with the probes API, on the extracted codes."""
+    import warnings
+
+    from probes import LatentCodes, cluster_codes, embed_codes, rule_similarity
+    from probes.figures import embedding_figure, save_figure, similarity_figure
+
+    codes = LatentCodes.load(analysis / "codes" / "paper")
+    layers = [str(layer) for layer in codes.layer_names]
+    clustering = []
+    for label in LABELS:
+        for rows, split in ROWS.items():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                result = cluster_codes(codes, label=label, split=split, k=8, random_state=0)
+            for row in result.layers:
+                clustering.append({"label": label, "rows": rows, "n_samples": result.n_samples, "k": result.k,
+                                   "layer": row.layer, "ami": round(row.ami, 4), "ari": round(row.ari, 4),
+                                   "silhouette": round(row.silhouette, 4)})
+    _write_csv(results / "clustering.csv", clustering)
+    commands["clustering.csv"] = ("python sweeps/fig5.py run ...: probes.cluster_codes(codes, label=LABEL, "
+                                  "split=None|'ood', k=8, random_state=0), LABEL in rule, target")
+    similarity = []
+    for layer in [*layers, "all"]:
+        for centered in (False, True):
+            sim = rule_similarity(codes, layer=layer if layer == "all" else int(layer), center=centered)
+            names = sim.class_names
+            for i, a in enumerate(names):
+                for j, b in enumerate(names):
+                    if i < j:
+                        similarity.append({"layer": layer, "centered": centered, "rule_a": a, "rule_b": b,
+                                           "cosine": round(float(sim.similarity[i, j]), 4)})
+            if not centered and layer != "all":
+                figure = similarity_figure(sim, title=f"Mean-code cosine per rule (layer {layer})")
+                save_figure(figure, analysis / "figures" / f"similarity_layer{layer}", formats=("png",))
+    similarity += _input_similarity(codes)
+    _write_csv(results / "similarity.csv", similarity)
+    commands["similarity.csv"] = ("python sweeps/fig5.py run ...: probes.rule_similarity(codes, layer=L, "
+                                  "center=False|True) on every row, L = each layer and all; layer input-only: "
+                                  "the same cosines of the rule-average one-hot of the pair of raw values at the "
+                                  "key positions (probes.input_types)")
+    if umap:
+        for layer in layers:
+            embedding = embed_codes(codes, "umap", int(layer), max_points=3000, random_state=0)
+            figure = embedding_figure(embedding, color_by=["rule", "target"])
+            save_figure(figure, analysis / "figures" / f"umap_layer{layer}", formats=("png", "html"))
+    return {"n_samples": codes.n_samples, "splits": list(codes.splits), "reading": codes.reading,
+            "layers": layers}
+
+
+def _input_similarity(codes) -> list[dict]:
+    """Fig. 5E's cosines on the raw inputs instead of the codes: the rule-average one-hot of the pair of values at
+    the codes' key positions (64 types; `probes.input_types`). Rules whose two key values have the same joint
+    distribution share this "code" without any model (addition and difference: both uniform over the 64 pairs)."""
+    import numpy as np
+
+    from probes.decoding.controls import input_types
+
+    _, ids = input_types(codes)
+    X = np.eye(int(ids.max()) + 1)[ids]
+    y = codes.label_values("rule")
+    names = codes.class_names()
+    means = np.stack([X[y == c].mean(axis=0) for c in range(len(names))])
+    rows = []
+    for centered in (False, True):
+        flat = means - X.mean(axis=0) if centered else means
+        unit = flat / np.linalg.norm(flat, axis=1, keepdims=True)
+        cosine = unit @ unit.T
+        rows += [{"layer": "input-only", "centered": centered, "rule_a": a, "rule_b": b,
+                  "cosine": round(float(cosine[i, j]), 4)}
+                 for i, a in enumerate(names) for j, b in enumerate(names) if i < j]
+    return rows
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    run = Path(args.run).resolve()
+    config = json.loads((run / "config.json").read_text())
+    if config["task"]["name"] != "sraven":
+        raise SystemExit(f"{run} is a {config['task']['name']} run; Fig. 5 is SRAVEN's")
+    variant, steps = config["model"]["variant"], int(config["train"]["steps"])
+    name = args.name or (run.parent.parent.name + "-" + run.name.replace("-", "") if run.parent.name == "snapshots"
+                         else run.name)
+    analysis, results = ROOT / ANALYSES / name, ROOT / RESULTS / name
+    results.mkdir(parents=True, exist_ok=True)
+    commands: dict[str, str] = {}
+    codes = analysis / "codes" / "paper.npz"
+    if not codes.is_file():
+        _latentcode(["extract", _rel(run), "--out", _rel(analysis), "--no-progress"], commands, "codes")
+    else:
+        commands["codes"] = f"latentcode extract {_rel(run)} --out {_rel(analysis)}"
+    step = int(json.loads(codes.with_suffix(".json").read_text())["step"])
+    decoded = analysis / "codes" / "paper.decode.json"
+    if args.force or not decoded.is_file() or decoded.stat().st_mtime < codes.stat().st_mtime:
+        (analysis / "decode.txt").write_text(
+            _latentcode(["decode", _rel(analysis), "--no-progress"], commands, "decode.json"))
+    else:
+        commands["decode.json"] = f"latentcode decode {_rel(analysis)}"
+    shutil.copyfile(analysis / "codes" / "paper.decode.json", results / "decode.json")
+    for split, suffix in (("test", ""), ("ood", "_ood")):
+        out = analysis / f"interventions{suffix}"
+        key = f"rule_transfer{suffix}.csv"
+        transfer = ["transfer", _rel(analysis), "--split", split, "--out", _rel(out)]
+        if args.force or not (out / "rule_transfer.json").is_file():
+            _latentcode([*transfer, "--no-progress"], commands, key)
+        else:
+            commands[key] = "latentcode " + shlex.join(transfer)
+        for ext in ("csv", "json"):
+            shutil.copyfile(out / f"rule_transfer.{ext}", results / f"rule_transfer{suffix}.{ext}")
+    commands["rule_transfer_ood.json"] = commands["rule_transfer_ood.csv"]
+    commands["rule_transfer.json"] = commands["rule_transfer.csv"]
+    meta = _probe_analyses(analysis, results, commands, umap=not args.no_umap)
+    summary = {
+        "kind": "latentcode.fig5",
+        "name": name,
+        "run": _rel(run),
+        "variant": variant,
+        "step": step,
+        "steps": steps,
+        "intermediate": step < steps,
+        "label": f"step {step:,} of {steps:,}" + (" (intermediate snapshot)" if step < steps else ""),
+        "model": _step_metrics(run, step),
+        "paper_ood_acc": PAPER_OOD_ACC.get(variant),
+        "codes": meta,
+        "commands": {"all": f"python sweeps/fig5.py run {_rel(run)} --name {name}", **commands},
+    }
+    (results / "fig5.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"written: {_rel(results)} (figures: {_rel(analysis / 'figures')})")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Markdown tables from the committed results (no torch, no probes)
+
+
+def latest(base: str, name: str) -> Path | None:
+    """The results folder of model `name` under `base` at its latest step (`NAME-stepNNNNNN`), or None."""
+    found = sorted((ROOT / base).glob(f"{name}-step[0-9]*"), key=lambda p: int(p.name.rsplit("-step", 1)[1]))
+    found = [p for p in found if (p / "fig5.json").is_file()]
+    return found[-1] if found else None
+
+
+def _models(base: str, names: list[str]) -> list[tuple[dict, Path]]:
+    """(fig5.json, folder) of each named model that has results, at its latest step."""
+    folders = [latest(base, name) for name in names]
+    return [(json.loads((f / "fig5.json").read_text()), f) for f in folders if f is not None]
+
+
+def _csv(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def _f(value: float | str | None, digits: int = 3) -> str:
+    if value is None or value == "":
+        return "n/a"
+    value = float(value)
+    return "–" if math.isnan(value) else f"{value:.{digits}f}"
+
+
+def _who(summary: dict) -> str:
+    return f"{summary['variant']}, {summary['label']}"
+
+
+def table_snapshots(base: str, names: list[str]) -> list[str]:
+    lines = ["| model | analysed at | results | held-out (OOD) accuracy at this step | paper, final (156,250 steps) "
+             "| value network live (layers 0–3) |", "|---|---|---|---|---|---|"]
+    for name in names:
+        folder = latest(base, name)
+        if folder is None:
+            lines.append(f"| {name} | not analysed yet | – | – | – | – |")
+            continue
+        s = json.loads((folder / "fig5.json").read_text())
+        live = s["model"].get("value_live_fraction")
+        live = ", ".join(f"{v:.1%}" for v in live) if live else "n/a"
+        acc = s["model"].get("ood_acc")
+        lines.append(f"| {name} | {s['label']} | `{_rel(folder)}` | "
+                     f"{_f(acc * 100 if acc is not None else None, 1)}% | {_f(s['paper_ood_acc'], 1)}% | {live} |")
+    return lines
+
+
+def table_decode(base: str, names: list[str]) -> list[str]:
+    lines = ["| model | layer | OOD decoding | uniform | majority | input-only | control task | selectivity | "
+             "codes − best floor |", "|---|---|---|---|---|---|---|---|---|"]
+    for s, folder in _models(base, names):
+        d = json.loads((folder / "decode.json").read_text())
+        ood = d["headline"]["accuracy"]["ood"]
+        control = d["controls"]["control_task"]["ood"]
+        for i, layer in enumerate(ood["layers"]):
+            acc = ood["codes"][i]
+            lines.append(f"| {_who(s)} | {layer} | {_f(acc)} | {_f(ood['floors']['chance'])} | "
+                         f"{_f(ood['floors']['majority'])} | {_f(ood['control'])} | {_f(control[i])} | "
+                         f"{acc - control[i]:+.3f} | {ood['codes_minus_best'][i]:+.3f} |")
+    return lines
+
+
+def table_cluster(base: str, names: list[str]) -> list[str]:
+    lines = ["| model | layer | AMI rule | ARI rule | AMI rule (OOD rows) | AMI target | ARI target |",
+             "|---|---|---|---|---|---|---|"]
+    for s, folder in _models(base, names):
+        rows = {(r["label"], r["rows"], r["layer"]): r for r in _csv(folder / "clustering.csv")}
+        for layer in dict.fromkeys(r[2] for r in rows):
+            rule, rule_ood, target = (rows[(label, split, layer)] for label, split in
+                                      (("rule", "all"), ("rule", "ood"), ("target", "all")))
+            lines.append(f"| {_who(s)} | {layer} | {_f(rule['ami'])} | {_f(rule['ari'])} | {_f(rule_ood['ami'])} | "
+                         f"{_f(target['ami'])} | {_f(target['ari'])} |")
+    return lines
+
+
+def table_similarity(base: str, names: list[str]) -> list[str]:
+    lines = ["| model | layer | cos(addition, subtraction) | its rank of 28 pairs | median of the other 27 | "
+             "most similar other pair | centred cos(addition, subtraction) | its rank (centred) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for s, folder in _models(base, names):
+        rows = _csv(folder / "similarity.csv")
+        for layer in dict.fromkeys(r["layer"] for r in rows):
+            cells = []
+            for centered in ("False", "True"):
+                pairs = sorted((r for r in rows if r["layer"] == layer and r["centered"] == centered),
+                               key=lambda r: -float(r["cosine"]))
+                at = next(i for i, r in enumerate(pairs) if (r["rule_a"], r["rule_b"]) == PAIR)
+                others = sorted(float(r["cosine"]) for i, r in enumerate(pairs) if i != at)
+                best = next(r for i, r in enumerate(pairs) if i != at)
+                cells.append((_f(pairs[at]["cosine"]), f"{at + 1}", _f(others[len(others) // 2]),
+                              f"{best['rule_a']}–{best['rule_b']} {_f(best['cosine'])}"))
+            raw, centred = cells
+            lines.append(f"| {_who(s)} | {layer} | {raw[0]} | {raw[1]} | {raw[2]} | {raw[3]} | {centred[0]} | "
+                         f"{centred[1]} |")
+    return lines
+
+
+def table_transfer(base: str, names: list[str]) -> list[str]:
+    lines = ["| model | split | layer transplanted | follows the donor's rule | keeps the recipient's answer | "
+             "recipient's answer unpatched | pairs |", "|---|---|---|---|---|---|---|"]
+    for s, folder in _models(base, names):
+        for suffix, split in (("", "test"), ("_ood", "ood")):
+            for r in _csv(folder / f"rule_transfer{suffix}.csv"):
+                lines.append(f"| {_who(s)} | {split} | {r['layer']} | {_f(r['transfer'])} | {_f(r['keep'])} | "
+                             f"{_f(r['clean_keep'])} | {r['n_pairs']} |")
+    return lines
+
+
+def _similarity_rank(folder: Path, layer: str, centered: bool) -> tuple[float, int]:
+    """cos(addition, subtraction) and its rank among the 28 rule pairs (1 = the most similar)."""
+    pairs = sorted((r for r in _csv(folder / "similarity.csv") if r["layer"] == layer
+                    and r["centered"] == str(centered)), key=lambda r: -float(r["cosine"]))
+    at = next(i for i, r in enumerate(pairs) if (r["rule_a"], r["rule_b"]) == PAIR)
+    return float(pairs[at]["cosine"]), at + 1
+
+
+def table_claims(base: str, names: list[str]) -> list[str]:
+    """The paper's Fig. 5 claims, each checked by a stated criterion on each model's committed results."""
+    models = _models(base, names)
+    claims = [
+        ("5A/B: final-layer codes cluster by rule", "k-means (k = 8) AMI with the rule, last layer, every row; "
+         "chance = 0; yes if ≥ 0.3"),
+        ("5A/B: in early layers the target explains the clusters better than the rule",
+         "layer 0: AMI with the target vs AMI with the rule; yes if target > rule"),
+        ("5E: addition and difference share a code", "cosine of the two rule-average codes, all layers, centred "
+         "(the grand mean removed); yes if it is the most similar of the 28 rule pairs"),
+        ("5F: the rule of held-out rule sets decodes from the codes", "best layer's OOD accuracy minus the best "
+         "of uniform, majority and input-only; yes if > 0.05"),
+        ("5F: best in later layers", "layer with the best OOD accuracy; yes if in the second half"),
+        ("5F: and not because the probe memorises inputs", "that layer's control-task selectivity; yes if > 0.05"),
+        ("Rule transfer: the donor's codes carry the donor's rule", "share of OOD pairs whose answer becomes the "
+         "donor rule's, all layers transplanted; floor ≈ 0.125 (a uniform answer); yes if > 0.25"),
+    ]
+    lines = ["| paper's claim | criterion | " + " | ".join(_who(s) for s, _ in models) + " |",
+             "|---|---|" + "---|" * len(models)]
+    cells: list[list[str]] = [[] for _ in claims]
+    for s, folder in models:
+        cluster = {(r["label"], r["rows"], r["layer"]): float(r["ami"]) for r in _csv(folder / "clustering.csv")}
+        last = s["codes"]["layers"][-1]
+        ami = cluster[("rule", "all", last)]
+        cells[0].append(f"{'yes' if ami >= 0.3 else 'no'} ({ami:.3f})")
+        target, rule = cluster[("target", "all", "0")], cluster[("rule", "all", "0")]
+        cells[1].append(f"{'yes' if target > rule else 'no'} (target {target:.3f}, rule {rule:.3f})")
+        cosine, rank = _similarity_rank(folder, "all", True)
+        raw, raw_rank = _similarity_rank(folder, "input-only", True)
+        cells[2].append(f"{'yes' if rank == 1 else 'no'} ({cosine:.3f}, rank {rank} of 28; the raw key values "
+                        f"alone: {raw:.3f}, rank {raw_rank})")
+        d = json.loads((folder / "decode.json").read_text())
+        ood = d["headline"]["accuracy"]["ood"]
+        single = [i for i, layer in enumerate(ood["layers"]) if layer != "all"]
+        best = max(single, key=lambda i: ood["codes"][i])
+        margin = ood["codes_minus_best"][best]
+        cells[3].append(f"{'yes' if margin > 0.05 else 'no'} (layer {ood['layers'][best]}: {ood['codes'][best]:.3f}, "
+                        f"{margin:+.3f} over {ood['best_of']} {ood['best']:.3f})")
+        cells[4].append(f"{'yes' if best >= len(single) / 2 else 'no'} (layer {ood['layers'][best]} of "
+                        f"{len(single)})")
+        selectivity = ood["codes"][best] - d["controls"]["control_task"]["ood"][best]
+        cells[5].append(f"{'yes' if selectivity > 0.05 else 'no'} ({selectivity:+.3f})")
+        transfer = {r["layer"]: float(r["transfer"]) for r in _csv(folder / "rule_transfer_ood.csv")}["all"]
+        cells[6].append(f"{'yes' if transfer > 0.25 else 'no'} ({transfer:.3f})")
+    for (claim, criterion), row in zip(claims, cells, strict=True):
+        lines.append(f"| {claim} | {criterion} | " + " | ".join(row) + " |")
+    return lines
+
+
+TABLES = {"claims": table_claims, "snapshots": table_snapshots, "decode": table_decode, "cluster": table_cluster,
+          "similarity": table_similarity, "transfer": table_transfer}
+
+
+def cmd_table(args: argparse.Namespace) -> int:
+    sys.stdout.write("\n".join(TABLES[args.kind](args.base, args.names)) + "\n")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="every Fig. 5 analysis of one SRAVEN run or snapshot")
+    run.add_argument("run", help="run directory or snapshot (RUN/snapshots/step-N)")
+    run.add_argument("--name", help="folder name under runs/fig5 and results/fig5 (default: RUN[-stepN])")
+    run.add_argument("--no-umap", action="store_true", help="skip the per-layer UMAPs (the slow part)")
+    run.add_argument("--force", action="store_true", help="decode and transfer again even where their outputs exist")
+    run.set_defaults(func=cmd_run)
+    table = sub.add_parser("table", help="a Markdown table from the committed results, each model at its latest step")
+    table.add_argument("kind", choices=sorted(TABLES))
+    table.add_argument("--from", dest="base", default=str(RESULTS),
+                       help="folder of the results, relative to the repository root (default: results/fig5)")
+    table.add_argument("names", nargs="+", help="models, e.g. sraven-softmax-s0 (their folders NAME-stepN)")
+    table.set_defaults(func=cmd_table)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
