@@ -38,7 +38,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "latentcode.patching": ("Ablate", "Edit", "Site", "Steer", "Transplant", "Zero", "intervene"),
     "latentcode.pretrained": ("list_pretrained", "load_pretrained", "pretrained_seeds"),
     "latentcode.results": ("collect_results", "summarize"),
-    "latentcode.tasks": ("TASKS", "Batch", "FuzzyLogic", "SRaven", "Task", "get_task", "task_from_dict"),
+    "latentcode.tasks": (
+        "TASKS", "Batch", "CodeReading", "CompositionalTask", "FuzzyLogic", "InputChoice", "SRaven", "Task",
+        "TaskPresets", "get_task", "register_task", "task_from_dict", "unregister_task"
+    ),
     "latentcode.train": ("NonFiniteLossError", "evaluate", "train"),
 }  # fmt: skip
 """The module each public name is imported from."""

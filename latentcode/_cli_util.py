@@ -34,3 +34,21 @@ def _field_names(cls: type) -> str:
 def _echo(text: str = "") -> None:
     """Print a line of command output to stdout (the library itself never prints)."""
     sys.stdout.write(text + "\n")
+
+
+class _TaskAction(argparse.Action):
+    """Stores the TASK argument; its help lists the registered tasks (`latentcode.tasks.TASKS`), read only when
+    that help is printed, so building the parser loads no task module (and no torch)."""
+
+    @property
+    def help(self) -> str:
+        from latentcode.tasks import TASKS
+
+        return f"task: {', '.join(sorted(TASKS))}"
+
+    @help.setter
+    def help(self, value: str | None) -> None:  # argparse sets it; the property computes it
+        pass
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: str | None = None):
+        setattr(namespace, self.dest, values)

@@ -16,7 +16,8 @@ import typing
 from collections.abc import Iterator
 from typing import Any, Literal
 
-from latentcode.config import TRAIN_PRESETS, VARIANTS, ModelConfig, TrainConfig, model_config, train_config
+import latentcode.config as lc_config
+from latentcode.config import VARIANTS, ModelConfig, TrainConfig, model_config, train_config
 
 __all__ = [
     "PRESETS",
@@ -193,8 +194,9 @@ def build_train_config(task: str, preset: str, flags: dict[str, Any], params: di
         if key in params and params[key] != value:
             raise ValueError(f"--{key.replace('_', '-')}={value} and --train.{key}={params[key]} disagree")
     merged = _coerce(TrainConfig, {**flags, **params}, "train")
-    if "steps" in merged and "warmup" not in merged and task in TRAIN_PRESETS and preset in TRAIN_PRESETS[task]:
-        base = {**{f.name: f.default for f in dataclasses.fields(TrainConfig)}, **TRAIN_PRESETS[task][preset]}
+    presets = lc_config.TRAIN_PRESETS  # the task registry, loaded here rather than when the parser is built
+    if "steps" in merged and "warmup" not in merged and task in presets and preset in presets[task]:
+        base = {**{f.name: f.default for f in dataclasses.fields(TrainConfig)}, **presets[task][preset]}
         if base["warmup"] >= merged["steps"]:
             merged["warmup"] = int(merged["steps"] * base["warmup"] / base["steps"])
     with _typed("train"):

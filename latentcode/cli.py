@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from safetensors import SafetensorError
 
-from latentcode._cli_util import _field_names, _subparser, _wrap
+from latentcode._cli_util import _field_names, _subparser, _TaskAction, _wrap
 from latentcode._process import time_left
 from latentcode._version import __version__
 from latentcode.build import (  # noqa: F401 (build_* and parse_value were public here; kept importable)
@@ -33,7 +33,7 @@ from latentcode.build import (  # noqa: F401 (build_* and parse_value were publi
     parse_value,
     split_overrides,
 )
-from latentcode.config import MODEL_PRESETS, VARIANTS, ModelConfig, TrainConfig
+from latentcode.config import VARIANTS, ModelConfig, TrainConfig
 from latentcode.constants import CONFIG_FILE
 
 if TYPE_CHECKING:
@@ -106,8 +106,7 @@ def _add_train_parser(subparsers: Any) -> argparse.ArgumentParser:
         ),
         example="latentcode train sraven --model hyla --preset small --seed 1 --train.lr=3e-3",
     )
-    # the tasks with presets: TASKS itself would load the task modules, and torch, to print --help
-    parser.add_argument("task", metavar="TASK", help=f"task: {', '.join(sorted(MODEL_PRESETS))}")
+    parser.add_argument("task", metavar="TASK", action=_TaskAction)
     parser.add_argument("--model", required=True, metavar="VARIANT", help=f"variant: {', '.join(VARIANTS)}")
     parser.add_argument("--preset", default="paper", metavar="PRESET",
                         help=f"model and training sizes: {', '.join(PRESETS)} (default: paper)")

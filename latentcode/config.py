@@ -1,7 +1,8 @@
 """Configuration dataclasses and named presets: `TrainConfig` (here) and `ModelConfig` (below it).
 
 Each field carries a one-line docstring that doubles as CLI help. `__post_init__` validates and never has side
-effects. Task configs live with their tasks (`latentcode/tasks/`).
+effects. Task configs and each task's presets live with their tasks (`latentcode/tasks/`); `TRAIN_PRESETS` and
+`MODEL_PRESETS` read them from the task registry (loaded on first use, so importing this module loads no torch).
 """
 
 from __future__ import annotations
@@ -106,33 +107,15 @@ class TrainConfig:
         return cls(**data)
 
 
-TRAIN_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    "fuzzy_logic": {
-        "tiny": dict(steps=40, batch_size=32, warmup=4, eval_every=20, eval_samples=256, log_every=10,
-                     checkpoint_every=20),
-        "small": dict(steps=3000, batch_size=128, warmup=100, eval_every=1000, eval_samples=4096),
-        "paper": dict(steps=50_000, batch_size=128, warmup=100, eval_every=10_000, eval_samples=16_000,
-                      checkpoint_every=5000),
-    },
-    "sraven": {
-        "tiny": dict(steps=40, batch_size=32, warmup=4, eval_every=20, eval_samples=256, log_every=10,
-                     checkpoint_every=20),
-        "small": dict(steps=2000, batch_size=128, warmup=200, eval_every=1000, eval_samples=4096),
-        "paper": dict(steps=156_250, batch_size=128, warmup=1000, eval_every=10_000, eval_samples=51_200,
-                      checkpoint_every=10_000),
-    },
-}
-
-
 def train_config(task: str, preset: str = "paper", **overrides: Any) -> TrainConfig:
     """The training preset for a task, with field overrides.
 
     >>> train_config("sraven", "paper").steps
     156250
     """
-    if task not in TRAIN_PRESETS:
-        raise ValueError(f"no training presets for task {task!r}; valid tasks: {', '.join(sorted(TRAIN_PRESETS))}")
-    presets = TRAIN_PRESETS[task]
+    from latentcode.tasks.registry import task_presets  # loads the task modules (and torch) on first use
+
+    presets = task_presets(task, "training").train
     if preset not in presets:
         raise ValueError(f"unknown preset {preset!r}; valid presets: {', '.join(sorted(presets))}")
     data = {**presets[preset], **overrides}
@@ -333,22 +316,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 """Named points of the (score_norm, value_net) grid (spec §1.5 and §8.3); each maps to ModelConfig fields."""
 
-# Shapes per task and preset; variants and user overrides go on top. SRAVEN's `width` multiplies the entries in
-# `_WIDTH_FIELDS` (spec §3.2), so the head dims stay fixed while the latent code grows.
-MODEL_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    "fuzzy_logic": {
-        "tiny": dict(d_model=32, n_heads=4, d_qk=8, d_v=8, d_mlp=64, n_layers=2, attn_dropout=0.0),
-        "small": dict(d_model=64, n_heads=8, d_qk=16, d_v=16, d_mlp=128, n_layers=2, attn_dropout=0.1),
-        "paper": dict(d_model=128, n_heads=8, d_qk=16, d_v=16, d_mlp=256, n_layers=2, attn_dropout=0.1),
-    },
-    "sraven": {
-        "tiny": dict(d_model=32, n_heads=4, d_qk=16, d_v=16, d_mlp=64, n_layers=2, attn_dropout=0.0),
-        "small": dict(d_model=64, n_heads=8, d_qk=32, d_v=32, d_mlp=128, n_layers=3, attn_dropout=0.1),
-        "paper": dict(d_model=128, n_heads=16, d_qk=64, d_v=64, d_mlp=256, n_layers=4, attn_dropout=0.1),
-    },
-}
+# `width` (a task whose `presets.width` is set: SRAVEN) multiplies these preset entries (spec §3.2), so the head
+# dims stay fixed while the latent code grows
 _WIDTH_FIELDS = ("d_model", "n_heads", "d_qk", "d_v", "d_mlp")
-_WIDTH_TASKS = ("sraven",)
 
 
 def model_config(task: Any, variant: str, preset: str = "paper", **overrides: Any) -> ModelConfig:
@@ -373,12 +343,14 @@ def model_config(task: Any, variant: str, preset: str = "paper", **overrides: An
     >>> cfg.d_model, cfg.n_heads, cfg.d_head, cfg.seq_len, cfg.score_norm, cfg.value_net
     (256, 32, 4, 36, 'rms_head', 'mlp')
     """
+    from latentcode.tasks.registry import TASKS  # loads the task modules (and torch) on first use
+    from latentcode.tasks.registry import task_presets as presets_of
+
     name = task if isinstance(task, str) else getattr(task, "name", None)
-    if name not in MODEL_PRESETS:
-        raise ValueError(f"no model presets for task {name!r}; valid tasks: {', '.join(sorted(MODEL_PRESETS))}")
+    task_presets = presets_of(task, "model")
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; valid variants: {', '.join(VARIANTS)}")
-    presets = MODEL_PRESETS[name]
+    presets = task_presets.model
     if preset not in presets:
         raise ValueError(f"unknown preset {preset!r}; valid presets: {', '.join(presets)}")
     overrides = dict(overrides)
@@ -389,8 +361,9 @@ def model_config(task: Any, variant: str, preset: str = "paper", **overrides: An
         raise ValueError(f"unknown model override(s) {unknown}; valid names: {', '.join(sorted(valid))}")
     data: dict[str, Any] = dict(presets[preset])
     if width is not None:
-        if name not in _WIDTH_TASKS:
-            raise ValueError(f"width applies to {', '.join(_WIDTH_TASKS)} only, not {name!r}; set d_model etc.")
+        if not task_presets.width:
+            widths = ", ".join(sorted(n for n in TASKS if presets_of(n).width))
+            raise ValueError(f"width applies to {widths} only, not {name!r}; set d_model etc.")
         if not isinstance(width, int) or isinstance(width, bool) or width <= 0:
             raise ValueError(f"width={width!r} must be a positive integer")
         data.update({key: data[key] * width for key in _WIDTH_FIELDS})
@@ -404,3 +377,15 @@ def model_config(task: Any, variant: str, preset: str = "paper", **overrides: An
         data.update(d_in=task.d_in, d_out=task.d_out, seq_len=task.seq_len)
     data.update(overrides)
     return ModelConfig(**data)
+
+
+def __getattr__(name: str) -> Any:
+    """`TRAIN_PRESETS` and `MODEL_PRESETS`: task -> preset -> fields, live views of every registered task's
+    `presets.train` / `presets.model` (`latentcode.tasks.registry.PresetTable`), built on first use."""
+    if name in ("TRAIN_PRESETS", "MODEL_PRESETS"):
+        from latentcode.tasks.registry import PresetTable
+
+        table = PresetTable("train" if name == "TRAIN_PRESETS" else "model")
+        globals()[name] = table
+        return table
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,7 +9,6 @@ module holds no model code and no per-sample Python loops.
 from __future__ import annotations
 
 import dataclasses
-import zlib
 from dataclasses import dataclass
 from itertools import combinations
 from math import comb
@@ -25,12 +24,20 @@ from latentcode.tasks.base import (
     CodeReading,
     CompositionalTask,
     InputChoice,
+    TaskPresets,
     check_split,
     register_task,
 )
+from latentcode.tasks.sampling import (
+    batch_generator,
+    check_disjoint,
+    lookup,
+    make_config,
+    read_task_dict,
+    validate_compositions,
+)
 
 _MAX_COMPOSITIONS = 1_000_000
-_MASK64 = (1 << 64) - 1
 _INPUTS = ("uniform", "fixed_context", "fixed_query")
 
 
@@ -124,32 +131,13 @@ def fuzzy_dnf(
     return literals.amin(dim=-1).amax(dim=-1)
 
 
-def _lookup(table: Tensor, index: Tensor) -> Tensor:
-    """`table[index]` along the first axis. index_select, because advanced indexing (aten::index) on small
-    tensors was seen to stall for milliseconds per call on a busy CPU."""
-    return table.index_select(0, index.flatten()).view(*index.shape, *table.shape[1:])
+def term_names(n_variables: int) -> list[str]:
+    """A readable name per term, in `term_bits` order ("~" marks a negated variable).
 
-
-def _splitmix64(z: int) -> int:
-    z = (z + 0x9E3779B97F4A7C15) & _MASK64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return z ^ (z >> 31)
-
-
-def _generator(task_seed: int, split: str, seed: int | None, device: str | torch.device) -> torch.Generator:
-    """A generator for one batch stream: the split and the task seed are hashed (splitmix64) into the seed,
-    so splits with the same batch seed draw independent streams."""
-    if seed is None:
-        seed = int(torch.randint(0, 2**62, (), dtype=torch.int64).item())
-    elif seed < 0:
-        raise ValueError(f"seed={seed} must be a non-negative integer or None")
-    mixed = 0
-    for word in (seed, zlib.crc32(split.encode()), task_seed):
-        mixed = _splitmix64(mixed ^ (word & _MASK64))
-    generator = torch.Generator(device=device)
-    generator.manual_seed(mixed)
-    return generator
+    >>> term_names(2)
+    ['~x1&~x2', '~x1&x2', 'x1&~x2', 'x1&x2']
+    """
+    return ["&".join(("" if b else "~") + f"x{j + 1}" for j, b in enumerate(row)) for row in term_bits(n_variables)]
 
 
 @register_task("fuzzy_logic")
@@ -181,8 +169,28 @@ class FuzzyLogic(CompositionalTask):
                         "every instance shares its seq_len - 1 context inputs (the reference's valid_fixed_context)"),
         ),
         labels=("terms", "composition", "instance"),
+        label_kinds={"terms": "class_set", "term_bits": "bits", "target": "value", "prediction": "value",
+                     "composition": "group", "instance": "group"},
+        composition="terms",
+        input_control="all_tokens",  # the query token alone carries no term information
+        control_task=False,  # continuous inputs: every input type is new
     )
     """Codes are read by default on instances sharing one query input: the response token's self-code (spec §4.1)."""
+    presets: ClassVar[TaskPresets] = TaskPresets(
+        train={
+            "tiny": dict(steps=40, batch_size=32, warmup=4, eval_every=20, eval_samples=256, log_every=10,
+                         checkpoint_every=20),
+            "small": dict(steps=3000, batch_size=128, warmup=100, eval_every=1000, eval_samples=4096),
+            "paper": dict(steps=50_000, batch_size=128, warmup=100, eval_every=10_000, eval_samples=16_000,
+                          checkpoint_every=5000),
+        },
+        model={
+            "tiny": dict(d_model=32, n_heads=4, d_qk=8, d_v=8, d_mlp=64, n_layers=2, attn_dropout=0.0),
+            "small": dict(d_model=64, n_heads=8, d_qk=16, d_v=16, d_mlp=128, n_layers=2, attn_dropout=0.1),
+            "paper": dict(d_model=128, n_heads=8, d_qk=16, d_v=16, d_mlp=256, n_layers=2, attn_dropout=0.1),
+        },
+    )
+    transfer: ClassVar[str | None] = "function_transfer"
 
     def __init__(self, **params: Any) -> None:
         """Build the task and draw its held-out compositions from `seed`.
@@ -194,7 +202,7 @@ class FuzzyLogic(CompositionalTask):
         Raises:
             ValueError: an unknown parameter, or parameters that leave a split empty.
         """
-        config = _make_config(FuzzyLogicConfig, params)
+        config = make_config(FuzzyLogicConfig, params)
         self._setup(config, _draw_compositions(config))
 
     def _setup(self, config: FuzzyLogicConfig, comps: dict[str, np.ndarray]) -> None:
@@ -241,11 +249,11 @@ class FuzzyLogic(CompositionalTask):
         check_split(split, self.splits)
         if inputs not in _INPUTS:
             raise ValueError(f"inputs={inputs!r} is not one of {', '.join(_INPUTS)}")
-        generator = _generator(self.config.seed, split, seed, device)
+        generator = batch_generator(self.config.seed, split, seed, device)
         comps = self._on(split, device)
         index = torch.randint(len(comps), (n,), generator=generator, device=device)
-        terms = _lookup(comps, index)
-        bits = _lookup(self._on("bits", device), terms)
+        terms = lookup(comps, index)
+        bits = lookup(self._on("bits", device), terms)
         x_in = self._inputs(n, inputs, generator, device)
         targets = fuzzy_dnf(x_in, bits)
         x = torch.cat([x_in, targets.unsqueeze(-1)], dim=-1)
@@ -269,6 +277,19 @@ class FuzzyLogic(CompositionalTask):
             raise ValueError(f"outputs have d_out={outputs.shape[-1]}; fuzzy logic needs d_out={self.d_out}")
         return outputs[:, -1, 0].float()
 
+    def class_names(self) -> list[str]:
+        """The 2^L term names (`term_names`): the classes of the default label, `terms`."""
+        return term_names(self.config.n_variables)
+
+    def recompose(self, batch: Batch, other: Batch) -> Batch:
+        """`batch`'s inputs x under `other`'s terms: targets recomputed, the query's y zeroed, `other`'s labels
+        (what `latentcode.experiments.function_transfer` transplants codes from)."""
+        inputs = batch.x[..., :-1]
+        targets = fuzzy_dnf(inputs, other.labels["term_bits"])
+        x = torch.cat([inputs, targets.unsqueeze(-1)], dim=-1)
+        x[:, -1, -1] = 0.0
+        return Batch(x=x, y=targets[:, -1], labels=other.labels, split=batch.split)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: name, params and the explicit composition lists of `train`, `ood` and `novel_terms`."""
         return {
@@ -285,14 +306,14 @@ class FuzzyLogic(CompositionalTask):
             ValueError: another task's name, unknown params, or lists of the wrong shape, out of range,
                 unsorted, repeated, or overlapping between splits.
         """
-        config, stored = _read_dict(cls.name, FuzzyLogicConfig, data, ("train", "ood", "novel_terms"))
+        config, stored = read_task_dict(cls.name, FuzzyLogicConfig, data, ("train", "ood", "novel_terms"))
         n_known, n_all = config.n_known_terms, 2**config.n_variables
         ranges = {"train": (0, n_known), "ood": (0, n_known), "novel_terms": (n_known, n_all)}
         comps = {
-            split: _validate_rows(split, stored[split], config.n_terms, low, high, strict=True)
+            split: validate_compositions(split, stored[split], config.n_terms, low, high, strict=True)
             for split, (low, high) in ranges.items()
         }
-        _check_disjoint(comps["train"], comps["ood"])
+        check_disjoint(comps["train"], comps["ood"])
         task = cls.__new__(cls)
         task._setup(config, comps)
         return task
@@ -331,51 +352,3 @@ def _draw_compositions(config: FuzzyLogicConfig) -> dict[str, np.ndarray]:
         "ood": known[np.sort(order[:n_ood])],
         "novel_terms": novel,
     }
-
-
-def _make_config(cls: type, params: dict[str, Any]) -> Any:
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(params) - known)
-    if unknown:
-        raise ValueError(f"unknown parameter(s) {unknown} for {cls.__name__}; valid: {', '.join(sorted(known))}")
-    return cls(**params)
-
-
-def _read_dict(
-    name: str, config_cls: type, data: dict[str, Any], stored_splits: tuple[str, ...]
-) -> tuple[Any, dict[str, Any]]:
-    """Check a `to_dict` payload's name and keys; return its config and its composition lists."""
-    if data.get("name") != name:
-        raise ValueError(f"saved task is {data.get('name')!r}, not {name!r}")
-    missing = sorted({"params", "compositions"} - set(data))
-    if missing:
-        raise ValueError(f"saved {name} task lacks {missing}; it needs name, params and compositions")
-    stored = data["compositions"]
-    if sorted(stored) != sorted(stored_splits):
-        raise ValueError(f"saved {name} compositions have splits {sorted(stored)}; expected {sorted(stored_splits)}")
-    return _make_config(config_cls, data["params"]), stored
-
-
-def _validate_rows(split: str, rows: Any, width: int, low: int, high: int, *, strict: bool) -> np.ndarray:
-    """Stored compositions as int64 [m, width]: non-empty, in [low, high), sorted within rows, no repeats."""
-    array = np.asarray(rows)
-    if array.ndim != 2 or 0 in array.shape or array.shape[1] != width or not np.issubdtype(array.dtype, np.integer):
-        raise ValueError(
-            f"saved {split} compositions must be a non-empty integer list of shape [m, {width}]; "
-            f"got shape {array.shape} and dtype {array.dtype}"
-        )
-    array = array.astype(np.int64)
-    if array.min() < low or array.max() >= high:
-        raise ValueError(f"saved {split} compositions hold indices outside [{low}, {high})")
-    steps = np.diff(array, axis=1)
-    if (steps <= 0).any() if strict else (steps < 0).any():
-        raise ValueError(f"saved {split} compositions must be sorted {'strictly ' if strict else ''}within rows")
-    if len(np.unique(array, axis=0)) != len(array):
-        raise ValueError(f"saved {split} compositions repeat a composition")
-    return array
-
-
-def _check_disjoint(train: np.ndarray, ood: np.ndarray) -> None:
-    shared = {tuple(row) for row in train.tolist()} & {tuple(row) for row in ood.tolist()}
-    if shared:
-        raise ValueError(f"saved train and ood compositions overlap in {len(shared)} rows, e.g. {min(shared)}")

@@ -1,18 +1,16 @@
-"""Symbolic Raven (SRAVEN, spec §2.2): `SRavenConfig`, the registered task `SRaven`, and its ambiguity check.
+"""Symbolic Raven (SRAVEN, spec §2.2): the registered task `SRaven`, what it declares, and its ambiguity check.
 
 A 3x3 grid of panels, each a tuple of `n_features` integers mod `n_values`; every feature follows one of eight
 rules along the rows, and with `permute_features` each column shuffles the feature slots (the same way in every
 row). The model sees the first 8 panels as one-hot tokens and predicts panel 9. Splits are explicit lists of
 rule multisets drawn from the task seed (spec §8.1). Generation is vectorized torch on the requested device;
-no model code lives here.
+no model code lives here; its parameters (`SRavenConfig`) and rule arithmetic are in `sraven_rules.py`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from itertools import combinations_with_replacement, permutations
-from math import comb
 from typing import Any, ClassVar
 
 import numpy as np
@@ -26,75 +24,37 @@ from latentcode.tasks.base import (
     CodeReading,
     CompositionalTask,
     InputChoice,
+    PositionSpec,
+    TaskPresets,
+    check_positions,
     check_split,
     register_task,
 )
-from latentcode.tasks.fuzzy_logic import (
-    _check_disjoint,
-    _generator,
-    _lookup,
-    _make_config,
-    _read_dict,
-    _validate_rows,
+from latentcode.tasks.sampling import (
+    batch_generator,
+    check_disjoint,
+    lookup,
+    make_config,
+    randint,
+    read_task_dict,
+    validate_compositions,
+)
+from latentcode.tasks.sraven_rules import (
+    COEF_A,
+    COEF_B,
+    COEF_D,
+    DISTRIBUTE_THREE,
+    MAX_AMBIGUITY_FEATURES,
+    RULE_NAMES,
+    SRavenConfig,
+    ambiguous,
+    distinct_triples,
+    hypotheses,
+    rule_answer,
+    slot_triples,
 )
 
-RULE_NAMES: tuple[str, ...] = (
-    "constant",
-    "progression+1",
-    "progression+2",
-    "progression-1",
-    "progression-2",
-    "addition",
-    "subtraction",
-    "distribute_three",
-)
-"""The eight rules, in the reference code's order (index = rule id in labels and compositions)."""
-
-_DISTRIBUTE_THREE = 7
-# Rules 0-6 as one formula per column c: value[row, c] = (A[rule, c] * s_row + B[rule, c] * b_row + D[rule, c])
-# mod n_values, with s_row, b_row uniform. Distribute-three (row 7, all zero here) is drawn separately.
-_COEF_A = [[1, 1, 1]] * 5 + [[1, 0, 1], [1, 0, 1], [0, 0, 0]]
-_COEF_B = [[0, 0, 0]] * 5 + [[0, 1, 1], [0, 1, -1], [0, 0, 0]]
-_COEF_D = [[0, 0, 0], [0, 1, 2], [0, 2, 4], [0, -1, -2], [0, -2, -4]] + [[0, 0, 0]] * 3
-_MAX_FEATURES = 8
-_MAX_AMBIGUITY_FEATURES = 6
-_CHUNK_ELEMENTS = 2**24
-
-
-@dataclass(kw_only=True, frozen=True)
-class SRavenConfig:
-    """Parameters of SRAVEN. Defaults follow the reference `configs/raven.py`."""
-
-    n_features: int = 4
-    """Features per panel; each follows one rule. The task's composition is the multiset of their rules."""
-    n_values: int = 8
-    """Values a feature takes (0..n_values-1); rule arithmetic is mod n_values."""
-    frac_ood: float = 0.25
-    """Fraction of the rule multisets held out as the `ood` split."""
-    permute_features: bool = True
-    """Shuffle the feature slots per column (the same in all rows), so rules must be matched across panels."""
-    seed: int = 0
-    """Seed of the held-out choice of rule multisets (batches take their own seed)."""
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.n_features <= _MAX_FEATURES:
-            raise ValueError(f"n_features={self.n_features} must lie in [1, {_MAX_FEATURES}]")
-        if self.n_values < 3:
-            raise ValueError(
-                f"n_values={self.n_values} is too small: distribute_three needs 3 distinct values; use n_values >= 3"
-            )
-        if self.seed < 0:
-            raise ValueError(f"seed={self.seed} must be a non-negative integer")
-        if not 0.0 <= self.frac_ood < 1.0:
-            raise ValueError(f"frac_ood={self.frac_ood} must lie in [0, 1)")
-        n_combos = comb(len(RULE_NAMES) + self.n_features - 1, self.n_features)
-        n_ood = int(n_combos * self.frac_ood)
-        if not 1 <= n_ood < n_combos:
-            raise ValueError(
-                f"frac_ood={self.frac_ood} holds out {n_ood} of the {n_combos} rule multisets, which leaves the "
-                f"{'ood' if n_ood == 0 else 'train'} split empty; pick frac_ood so that int(frac_ood * {n_combos}) "
-                f"lies in [1, {n_combos - 1}]"
-            )
+__all__ = ["RULE_NAMES", "SRaven", "SRavenConfig"]
 
 
 @register_task("sraven")
@@ -130,8 +90,34 @@ class SRaven(CompositionalTask):
                         "rule of the feature its query slot predicts"),
         ),
         labels=("rule", "feature", "target", "prediction", "correct", "composition", "instance"),
+        label_kinds={"rule": "class", "rules": "class_tuple", "feature": "class", "target": "class",
+                     "prediction": "class", "correct": "class", "composition": "group", "instance": "group",
+                     "view": "class"},
+        composition="rules",
+        input_control="positions",  # the tokens the codes come from
+        control_task=True,  # the key tokens take few discrete values
+        positions=("paper", "all_features"),
     )
     """Codes are read by default on unpermuted instances at the reference's dump positions (spec §4.1)."""
+    presets: ClassVar[TaskPresets] = TaskPresets(
+        train={
+            "tiny": dict(steps=40, batch_size=32, warmup=4, eval_every=20, eval_samples=256, log_every=10,
+                         checkpoint_every=20),
+            "small": dict(steps=2000, batch_size=128, warmup=200, eval_every=1000, eval_samples=4096),
+            "paper": dict(steps=156_250, batch_size=128, warmup=1000, eval_every=10_000, eval_samples=51_200,
+                          checkpoint_every=10_000),
+        },
+        model={
+            "tiny": dict(d_model=32, n_heads=4, d_qk=16, d_v=16, d_mlp=64, n_layers=2, attn_dropout=0.0),
+            "small": dict(d_model=64, n_heads=8, d_qk=32, d_v=32, d_mlp=128, n_layers=3, attn_dropout=0.1),
+            "paper": dict(d_model=128, n_heads=16, d_qk=64, d_v=64, d_mlp=256, n_layers=4, attn_dropout=0.1),
+        },
+        width=True,
+        # small models learn the rules within minutes without the column permutation (with it, they sit on a
+        # plateau for thousands of steps); the analyses draw unpermuted instances either way
+        demo_params={"permute_features": False},
+    )
+    transfer: ClassVar[str | None] = "rule_transfer"
 
     def __init__(self, **params: Any) -> None:
         """Build the task and draw its held-out rule multisets from `seed`.
@@ -142,7 +128,7 @@ class SRaven(CompositionalTask):
         Raises:
             ValueError: an unknown parameter, or parameters that are impossible or leave a split empty.
         """
-        config = _make_config(SRavenConfig, params)
+        config = make_config(SRavenConfig, params)
         self._setup(config, _draw_compositions(config))
 
     def _setup(self, config: SRavenConfig, comps: dict[str, np.ndarray]) -> None:
@@ -187,22 +173,22 @@ class SRaven(CompositionalTask):
             raise ValueError(f"n={n} must be a positive integer")
         check_split(split, self.splits)
         n_features, n_values = self.config.n_features, self.config.n_values
-        generator = _generator(self.config.seed, split, seed, device)
-        rules = _lookup(self._on(split, device), _randint(len(self._comps[split]), (n,), generator, device))
+        generator = batch_generator(self.config.seed, split, seed, device)
+        rules = lookup(self._on(split, device), randint(len(self._comps[split]), (n,), generator, device))
 
         # rules 0-6 by one formula from per-row draws s and b; distribute_three from a distinct triple per feature
-        s, b = _randint(n_values, (2, n, n_features, 3), generator, device).unsqueeze(-1)
-        coef_a, coef_b, coef_d = _lookup(self._on("coef", device), rules).unflatten(-1, (3, 1, 3)).unbind(2)
+        s, b = randint(n_values, (2, n, n_features, 3), generator, device).unsqueeze(-1)
+        coef_a, coef_b, coef_d = lookup(self._on("coef", device), rules).unflatten(-1, (3, 1, 3)).unbind(2)
         values = (coef_a * s + coef_b * b + coef_d) % n_values
-        row_perm = _lookup(self._on("perm3", device), _randint(6, (n, n_features, 3), generator, device))
-        three = _distinct_triples(n, n_features, n_values, generator, device)
+        row_perm = lookup(self._on("perm3", device), randint(6, (n, n_features, 3), generator, device))
+        three = distinct_triples(n, n_features, n_values, generator, device)
         spread = three.gather(-1, row_perm.flatten(-2)).view(n, n_features, 3, 3)
-        values = torch.where(rules[:, :, None, None] == _DISTRIBUTE_THREE, spread, values)
+        values = torch.where(rules[:, :, None, None] == DISTRIBUTE_THREE, spread, values)
         unpermuted_panels = values.permute(0, 2, 3, 1)  # [batch, row, column, feature]
 
         if self.config.permute_features and not unpermuted:
             table = self._on("perms", device)
-            perm = _lookup(table, _randint(len(table), (n, 3), generator, device))
+            perm = lookup(table, randint(len(table), (n, 3), generator, device))
         else:
             perm = torch.arange(n_features, device=device).expand(n, 3, n_features)
         panels = unpermuted_panels.gather(-1, perm.unsqueeze(1).expand(n, 3, 3, n_features))
@@ -239,13 +225,9 @@ class SRaven(CompositionalTask):
     def rule_answer(
         self, grid: Int[Tensor, "batch 3 3"], rule: Int[Tensor, " batch"]
     ) -> tuple[Int[Tensor, " batch"], Bool[Tensor, " batch"]]:
-        """The value `rule` gives the last panel of one feature's 3x3 grid, where that is defined.
-
-        What the rule-transfer experiment needs: the answer a donor's rule gives on a recipient's panels. A
-        rule's answer is defined when the last row's first two values fit it: constant needs them equal, a
-        progression needs them one step apart, addition and subtraction always fit, and distribute_three needs
-        the first two rows to spread one triple of distinct values and the last row's two values to be two of
-        them (the answer is the third). The last entry of `grid` is ignored.
+        """The value `rule` gives the last panel of one feature's 3x3 grid, where that is defined (what the
+        rule-transfer experiment needs: the answer a donor's rule gives on a recipient's panels; `sraven_rules.
+        rule_answer` says when an answer is defined). The last entry of `grid` is ignored.
 
         Args:
             grid: values [batch, row, column] of one feature (unpermuted, or one slot followed across columns).
@@ -260,40 +242,14 @@ class SRaven(CompositionalTask):
         >>> bool(defined.all()), bool((answer == batch.y[:, 2]).all())
         (True, True)
         """
-        n_values = self.config.n_values
-        first, second = grid[:, 2, 0], grid[:, 2, 1]
-        steps = torch.tensor([0, 1, 2, -1, -2], device=grid.device)  # constant, progression+1, +2, -1, -2
-        step = steps[rule.clamp(max=4)]
-        progression = rule <= 4
-        answer = torch.where(progression, (second + step) % n_values, torch.zeros_like(second))
-        defined = progression & ((first + step) % n_values == second)
-        answer = torch.where(rule == 5, (first + second) % n_values, answer)
-        answer = torch.where(rule == 6, (first - second) % n_values, answer)
-        defined = defined | (rule == 5) | (rule == 6)
-        rows = grid[:, :2].sort(dim=-1).values
-        triple = rows[:, 0]
-        spread = (triple[:, 0] < triple[:, 1]) & (triple[:, 1] < triple[:, 2]) & (rows[:, 0] == rows[:, 1]).all(-1)
-        has_first, has_second = (triple == first[:, None]).any(-1), (triple == second[:, None]).any(-1)
-        three = (rule == _DISTRIBUTE_THREE) & spread & has_first & has_second & (first != second)
-        third = triple.sum(-1) - first - second
-        answer = torch.where(three, third, answer)
-        defined = defined | three
-        return torch.where(defined, answer, torch.zeros_like(answer)), defined
+        return rule_answer(grid, rule, self.config.n_values)
 
     def ambiguous(self, batch: Batch) -> Bool[Tensor, " batch"]:
-        """Whether another assignment of rules fits the context and answers differently (spec §2.2, §8.6).
-
-        A faithful, vectorized port of the reference `check_is_ambiguous`: a hypothesis picks, for every
-        feature, one slot in each column (a permutation per column); the instance is ambiguous if under some
-        hypothesis **every** feature's 8 context values fit some rule family (constant, progression with step
-        1, 2, -1 or -2, sum, difference, distribute_three) whose answer differs from the true value in that
-        slot of panel 9. Relabelling the features maps hypotheses onto each other, so fixing the last column's
-        permutation to the identity checks (n_features!)^2 hypotheses instead of (n_features!)^3 with the same
-        result. Panels are decoded from `batch.x` and `batch.y`; the batch is processed in chunks so memory
-        stays bounded.
+        """Whether another assignment of rules fits the context and answers differently (spec §2.2, §8.6): a
+        vectorized port of the reference `check_is_ambiguous` (`sraven_rules.ambiguous` says how).
 
         Args:
-            batch: a batch of this task (any split, permuted or not).
+            batch: a batch of this task (any split, permuted or not); panels are decoded from `x` and `y`.
 
         Returns:
             Bool [batch]: True where the instance is ambiguous.
@@ -302,24 +258,59 @@ class SRaven(CompositionalTask):
             ValueError: n_features > 6 (the hypothesis count grows as (n_features!)^2).
         """
         n_features = self.config.n_features
-        if n_features > _MAX_AMBIGUITY_FEATURES:
-            raise ValueError(
-                f"ambiguity check needs n_features <= {_MAX_AMBIGUITY_FEATURES}; this task has {n_features}"
-            )
+        if n_features > MAX_AMBIGUITY_FEATURES:
+            raise ValueError(f"ambiguity check needs n_features <= {MAX_AMBIGUITY_FEATURES}; this task has {n_features}")
         device = batch.x.device
         flat = torch.cat([batch.x[:, : 8 * n_features].argmax(dim=-1), batch.y], dim=1)
-        triples = self._on("triples", device)  # slot triple -> the flat positions of its 9 values
-        sequences = flat.index_select(1, triples.flatten()).unflatten(1, triples.shape)
-        applies, answers = _rule_fits(sequences[..., :8], self.config.n_values)
-        triple_ok = (applies & (answers != sequences[..., 8:])).any(dim=-1)  # [batch, slot triple]
-        hypotheses = self._on("hypotheses", device)  # [hypothesis, feature] indices into the slot triples
-        chunk = max(1, _CHUNK_ELEMENTS // hypotheses.numel())
-        return torch.cat(
-            [
-                part.index_select(1, hypotheses.flatten()).unflatten(1, hypotheses.shape).all(-1).any(-1)
-                for part in triple_ok.split(chunk)
-            ]
-        )
+        return ambiguous(flat, self.config.n_values, self._on("triples", device), self._on("hypotheses", device))
+
+    def code_positions(self, name: str) -> PositionSpec:
+        """'paper' (spec §4.1): the last query token attending to the last feature of panels 7 and 8;
+        'all_features' (spec §8.4): one view per feature f, its query token attending to feature f of panels 7, 8.
+
+        >>> spec = SRaven().code_positions("paper")
+        >>> spec.query.tolist(), spec.key.tolist(), spec.feature.tolist()
+        ([[35]], [[27, 31]], [3])
+        """
+        check_positions(name, self.code_reading.positions, self.name)
+        n_features = self.config.n_features
+        first_query = self.seq_len - n_features
+        panels = first_query // n_features  # context panels (8)
+        features = np.arange(n_features) if name == "all_features" else np.array([n_features - 1])
+        query = (first_query + features)[:, None]
+        key = np.stack([(panels - 2) * n_features + features, (panels - 1) * n_features + features], axis=1)
+        return PositionSpec(name, query.astype(np.int64), key.astype(np.int64), features.astype(np.int64))
+
+    def custom_positions(self, query: np.ndarray, key: np.ndarray) -> PositionSpec:
+        """Explicit positions; the analysed feature is the one whose query token is asked, if a single one is,
+        else the last (as 'paper')."""
+        n_features = self.config.n_features
+        asked = np.unique(query) - (self.seq_len - n_features)
+        only = asked.size == 1 and 0 <= asked[0] < n_features
+        feature = np.array([asked[0] if only else n_features - 1], dtype=np.int64)
+        return PositionSpec("custom", query[None, :], key[None, :], feature)
+
+    def code_labels(self, batch: Batch) -> dict[str, np.ndarray]:
+        """The rules, the slot permutation (identity when unpermuted: it maps each presented slot to the feature
+        it holds) and the targets."""
+        return {name: batch.labels[name].cpu().numpy() for name in ("rules", "perm")} | {"target": batch.y.cpu().numpy()}
+
+    def row_labels(self, labels: dict[str, np.ndarray], spec: PositionSpec) -> dict[str, np.ndarray]:
+        """Per row: `rule` (of the feature the view's query slot predicts), `rules`, `feature`, `target`,
+        `prediction`, `correct`, `composition`, `instance`."""
+        rules = labels["rules"]
+        slot = np.tile(spec.feature, len(rules))  # the presented slot each row's query predicts
+        inst = np.repeat(np.arange(len(rules)), spec.n_views)
+        # permuted instances: panel 9 (column 2) presents unpermuted feature perm[2, slot] in that slot
+        feature = labels["perm"][inst, 2, slot] if "perm" in labels else slot
+        out = {"rule": rules[inst, feature], "rules": rules[inst], "feature": feature,
+               "target": labels["target"][inst, slot], "prediction": labels["prediction"][inst, slot]}
+        out["correct"] = out["target"] == out["prediction"]
+        return out | {"composition": labels["composition"][inst], "instance": labels["instance"][inst]}
+
+    def class_names(self) -> list[str]:
+        """`RULE_NAMES`: the classes of the default label, `rule`."""
+        return list(RULE_NAMES)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: name, params and the explicit composition lists of `train` and `ood`."""
@@ -337,12 +328,12 @@ class SRaven(CompositionalTask):
             ValueError: another task's name, unknown params, or lists of the wrong shape, out of range,
                 unsorted, repeated, or overlapping between splits.
         """
-        config, stored = _read_dict(cls.name, SRavenConfig, data, ("train", "ood"))
+        config, stored = read_task_dict(cls.name, SRavenConfig, data, ("train", "ood"))
         comps = {
-            split: _validate_rows(split, stored[split], config.n_features, 0, len(RULE_NAMES), strict=False)
+            split: validate_compositions(split, stored[split], config.n_features, 0, len(RULE_NAMES), strict=False)
             for split in ("train", "ood")
         }
-        _check_disjoint(comps["train"], comps["ood"])
+        check_disjoint(comps["train"], comps["ood"])
         task = cls.__new__(cls)
         task._setup(config, comps)
         return task
@@ -376,20 +367,15 @@ class SRaven(CompositionalTask):
         if what in self._comps:
             return self._comps[what]
         if what == "coef":
-            return np.concatenate([_COEF_A, _COEF_B, _COEF_D], axis=1)  # [rule, (a, b, d) x column]
+            return np.concatenate([COEF_A, COEF_B, COEF_D], axis=1)  # [rule, (a, b, d) x column]
         if what == "perm3":
             return list(permutations(range(3)))
         if what == "perms":
             return list(permutations(range(n_features)))
         if what == "triples":
-            # slot triple (j0, j1, j2) -> flat positions of its 9 values, row-major, slot j_c in column c
-            slots = np.indices((n_features,) * 3).reshape(3, -1).T
-            cells = np.arange(9)
-            return cells * n_features + slots[:, cells % 3]
+            return slot_triples(n_features)
         if what == "hypotheses":
-            perms = np.array(list(permutations(range(n_features))))
-            first, second = (a.reshape(-1, n_features) for a in np.broadcast_arrays(perms[:, None], perms[None]))
-            return (first * n_features + second) * n_features + np.arange(n_features)
+            return hypotheses(n_features)
         raise KeyError(what)
 
 
@@ -400,57 +386,3 @@ def _draw_compositions(config: SRavenConfig) -> dict[str, np.ndarray]:
     order = np.random.default_rng(config.seed).permutation(len(combos))
     n_ood = int(len(combos) * config.frac_ood)
     return {"train": combos[np.sort(order[n_ood:])], "ood": combos[np.sort(order[:n_ood])]}
-
-
-def _randint(high: int, shape: tuple[int, ...], generator: torch.Generator, device: str | torch.device) -> Tensor:
-    return torch.randint(high, shape, generator=generator, device=device)
-
-
-def _distinct_triples(
-    n: int, n_features: int, n_values: int, generator: torch.Generator, device: str | torch.device
-) -> Int[Tensor, "batch feature 3"]:
-    """Uniform ordered triples of distinct values in [0, n_values): draw, then skip the values already taken."""
-    first = _randint(n_values, (n, n_features), generator, device)
-    second = _randint(n_values - 1, (n, n_features), generator, device)
-    second = second + (second >= first)
-    third = _randint(n_values - 2, (n, n_features), generator, device)
-    low, high = torch.minimum(first, second), torch.maximum(first, second)
-    third = third + (third >= low)
-    third = third + (third >= high)
-    return torch.stack([first, second, third], dim=-1)
-
-
-def _rule_fits(context: Tensor, n_values: int) -> tuple[Tensor, Tensor]:
-    """For context values [..., 8] (rows of 3, 3 and 2): whether each of the 5 rule families of the reference's
-    ambiguity check fits, and its answer for the 9th value; both [..., 5]."""
-    rows = context[..., :6].unflatten(-1, (2, 3))  # the two complete rows
-    last = context[..., 6:8]
-    constant = (rows == rows[..., :1]).all(-1).all(-1) & (last[..., 0] == last[..., 1])
-
-    steps = (context[..., 1:] - context[..., :-1]) % n_values
-    steps = steps[..., [0, 1, 3, 4, 6]]  # within-row steps only
-    step = steps[..., 0]
-    allowed = (step == 1) | (step == 2) | (step == n_values - 1) | (step == n_values - 2)
-    progression = (steps == step.unsqueeze(-1)).all(-1) & allowed
-
-    addition = ((rows[..., 0] + rows[..., 1]) % n_values == rows[..., 2]).all(-1)
-    subtraction = ((rows[..., 0] - rows[..., 1]) % n_values == rows[..., 2]).all(-1)
-
-    ordered = rows.sort(dim=-1).values
-    symbols = ordered[..., 0, :]
-    matches = last.unsqueeze(-1) == symbols.unsqueeze(-2)  # [..., last-row value, symbol]
-    distribute = (ordered[..., 0, :] == ordered[..., 1, :]).all(-1) & matches.any(-1).all(-1)
-    unused = symbols.gather(-1, matches.sum(-2).argmin(-1, keepdim=True)).squeeze(-1)
-
-    applies = torch.stack([constant, progression, addition, subtraction, distribute], dim=-1)
-    answers = torch.stack(
-        [
-            last[..., 0],
-            (last[..., 1] + step) % n_values,
-            (last[..., 0] + last[..., 1]) % n_values,
-            (last[..., 0] - last[..., 1]) % n_values,
-            unused,
-        ],
-        dim=-1,
-    )
-    return applies, answers
