@@ -3,7 +3,8 @@
 `extract_latent_codes` caches only `blocks.{i}.attn.hook_pattern` (through `names_filter`), slices the chosen
 query/key positions per batch and moves them to the CPU; `codes_from_patterns` does the slicing for patterns
 you already have (a dict, or any `ActivationCache`, e.g. from a TransformerLens `TransformerBridge`). A reading is
-positions (here) plus inputs (the task's `code_reading`); the default of both is the paper's (spec §4.1).
+positions plus inputs (`readings.py`, from the task's declarations); the default of both is the paper's (spec §4.1).
+What is task-specific (positions, labels, their metadata) the task itself says; nothing here names a task.
 `LatentCodes` itself lives in the torch-free `probes.codes` and is re-exported here; the probes live in `probes/`.
 """
 
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,16 @@ from tqdm.auto import tqdm
 from transformer_lens import ActivationCache
 
 from latentcode.hooks import hook_name, split_hook_name
+from latentcode.readings import (
+    POSITIONS,
+    PositionsArg,
+    PositionSpec,
+    check_extraction,
+    code_reading,
+    composition_ids,
+    resolve_positions,
+    task_code_meta,
+)
 from probes._compat import renamed_kwargs
 from probes.codes import LatentCodes, reading_text
 
@@ -39,12 +49,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-POSITIONS = ("paper", "all_features")
-"""Named position choices: `paper` (spec §4.1, both tasks) and `all_features` (SRAVEN only, spec §8.4)."""
-
-PositionsArg = str | Mapping[str, Sequence[int]] | tuple[Sequence[int], Sequence[int]]
-
-
 def pattern_hook_name(layer: int) -> str:
     """The hook holding layer `layer`'s latent codes, [batch, head_index, query_pos, key_pos].
 
@@ -55,134 +59,6 @@ def pattern_hook_name(layer: int) -> str:
     'blocks.2.attn.hook_pattern'
     """
     return hook_name("pattern", layer)
-
-
-@dataclass(frozen=True)
-class PositionSpec:
-    """Where codes are read, resolved against a task.
-
-    Every instance gives `n_views` rows of codes; view v reads queries `query[v]` and keys `key[v]`.
-
-    Attributes:
-        name: 'paper', 'all_features' or 'custom'.
-        query: int [view, query] query positions.
-        key: int [view, key] key positions.
-        feature: int [view], the SRAVEN feature each view analyses (its label `rule` is that feature's rule);
-            None for fuzzy logic.
-    """
-
-    name: str
-    query: np.ndarray
-    key: np.ndarray
-    feature: np.ndarray | None = None
-
-    @property
-    def n_views(self) -> int:
-        return int(self.query.shape[0])
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "query": self.query.tolist(), "key": self.key.tolist()}
-
-
-def code_reading(task: Any) -> Any:
-    """The task's `CodeReading` (`latentcode.tasks.base`): its input choices (the first is the default, the paper's)
-    and decodable labels. A task without one gets a single input choice, its plain `sample`, and no label list.
-
-    >>> from latentcode.tasks import get_task
-    >>> code_reading(get_task("fuzzy_logic")).default_inputs, code_reading(get_task("sraven")).default_inputs
-    ('fixed_query', 'unpermuted')
-    """
-    from latentcode.tasks.base import CodeReading, InputChoice
-
-    reading = getattr(task, "code_reading", None)
-    if reading is None:
-        return CodeReading((InputChoice("default", {}, "the task's own sample()"),), ())
-    return reading
-
-
-def _index_list(values: Any, what: str, seq_len: int) -> np.ndarray:
-    array = np.asarray(values)
-    if array.ndim == 0:
-        array = array.reshape(1)
-    if array.size == 0 or not np.issubdtype(array.dtype, np.integer):
-        raise ValueError(f"{what} positions must be a non-empty list of integers; got {values!r}")
-    bad = array[(array < -seq_len) | (array >= seq_len)]
-    if bad.size:
-        raise ValueError(
-            f"{what} position(s) {bad.tolist()} out of range: the sequence has {seq_len} tokens, so valid positions "
-            f"are 0..{seq_len - 1} (or -{seq_len}..-1 counted from the end)"
-        )
-    return np.where(array < 0, array + seq_len, array).astype(np.int64)
-
-
-def resolve_positions(task: Any, positions: PositionsArg = "paper") -> PositionSpec:
-    """Resolve a position choice against a task's sequence layout.
-
-    Args:
-        task: the task (its `name` and `seq_len`; SRAVEN also `config.n_features`).
-        positions: 'paper' (spec §4.1: fuzzy logic = the query token attending to itself; SRAVEN = the last query
-            token attending to the last feature of panels 7 and 8), 'all_features' (SRAVEN: one view per feature
-            f, query token of f attending to feature f of panels 7 and 8), or explicit positions as
-            `{"query": [...], "key": [...]}` or `(query, key)` (negative positions count from the end).
-
-    Returns:
-        The resolved `PositionSpec`.
-
-    Raises:
-        ValueError: an unknown name, a name the task does not support, or positions out of range.
-
-    >>> from latentcode.tasks.sraven import SRaven
-    >>> spec = resolve_positions(SRaven(), "paper")
-    >>> spec.query.tolist(), spec.key.tolist()
-    ([[35]], [[27, 31]])
-    """
-    seq_len = int(task.seq_len)
-    name = getattr(task, "name", type(task).__name__)
-    if isinstance(positions, str):
-        if positions not in POSITIONS:
-            raise ValueError(
-                f"unknown positions {positions!r}; valid: {', '.join(POSITIONS)}, or explicit "
-                "{'query': [...], 'key': [...]}"
-            )
-        if name == "sraven":
-            n_features = int(task.config.n_features)
-            first_query = seq_len - n_features
-            panels = first_query // n_features  # context panels (8)
-            features = np.arange(n_features) if positions == "all_features" else np.array([n_features - 1])
-            query = (first_query + features)[:, None]
-            key = np.stack([(panels - 2) * n_features + features, (panels - 1) * n_features + features], axis=1)
-            return PositionSpec(positions, query.astype(np.int64), key.astype(np.int64), features.astype(np.int64))
-        if name == "fuzzy_logic":
-            if positions == "all_features":
-                raise ValueError("positions='all_features' applies to SRAVEN only; use 'paper' for fuzzy_logic")
-            last = np.array([[seq_len - 1]], dtype=np.int64)
-            return PositionSpec("paper", last, last.copy())
-        raise ValueError(
-            f"named positions are defined for sraven and fuzzy_logic, not {name!r}; pass explicit "
-            "{'query': [...], 'key': [...]}"
-        )
-    if isinstance(positions, Mapping):
-        extra = sorted(set(positions) - {"query", "key"})
-        if extra or not {"query", "key"} <= set(positions):
-            raise ValueError(f"explicit positions need exactly the keys 'query' and 'key'; got {sorted(positions)}")
-        query_raw, key_raw = positions["query"], positions["key"]
-    elif isinstance(positions, tuple) and len(positions) == 2:
-        query_raw, key_raw = positions
-    else:
-        raise ValueError(
-            f"positions={positions!r} is not understood; pass one of {', '.join(POSITIONS)}, "
-            "{'query': [...], 'key': [...]} or a (query, key) tuple"
-        )
-    query = _index_list(query_raw, "query", seq_len)[None, :]
-    key = _index_list(key_raw, "key", seq_len)[None, :]
-    feature = None
-    if name == "sraven":
-        # the analysed feature: the one whose query token is asked, if a single one is; else the last (as 'paper')
-        n_features = int(task.config.n_features)
-        asked = np.unique(query) - (seq_len - n_features)
-        only = asked.size == 1 and 0 <= asked[0] < n_features
-        feature = np.array([asked[0] if only else n_features - 1], dtype=np.int64)
-    return PositionSpec("custom", query, key, feature)
 
 
 def _pattern_layer(name: str) -> int | None:
@@ -321,99 +197,6 @@ def codes_from_patterns(
     )
 
 
-def _composition_ids(task: Any, rows: np.ndarray) -> np.ndarray:
-    """A global id per composition (the same across splits that share it) for each sorted label row."""
-    ids: dict[tuple[int, ...], int] = {}
-    for split in task.splits:
-        for comp in task.compositions(split):
-            ids.setdefault(tuple(int(v) for v in np.sort(comp)), len(ids))
-    found = np.array([ids.get(tuple(int(v) for v in np.sort(row)), -1) for row in rows], dtype=np.int64)
-    if (found < 0).any():
-        logger.warning("%d instance(s) match no composition of the task; their composition id is -1",
-                       int((found < 0).sum()))
-    return found
-
-
-def _term_names(n_variables: int) -> list[str]:
-    bits = (np.arange(2**n_variables)[:, None] >> np.arange(n_variables - 1, -1, -1)[None, :]) & 1
-    return ["&".join(("" if b else "~") + f"x{j + 1}" for j, b in enumerate(row)) for row in bits]
-
-
-def _instance_labels(task: Any, labels: dict[str, np.ndarray], spec: PositionSpec) -> dict[str, np.ndarray]:
-    """Labels per row (instance-major, `spec.n_views` rows per instance) from per-instance arrays."""
-    n_views = spec.n_views
-    out: dict[str, np.ndarray] = {}
-    if task.name == "sraven":
-        rules, target, prediction = labels["rules"], labels["target"], labels["prediction"]
-        slot = np.tile(spec.feature, len(rules))  # the presented slot each row's query predicts
-        inst = np.repeat(np.arange(len(rules)), n_views)
-        # permuted instances: panel 9 (column 2) presents unpermuted feature perm[2, slot] in that slot
-        feature = labels["perm"][inst, 2, slot] if "perm" in labels else slot
-        out["rule"] = rules[inst, feature]
-        out["rules"] = rules[inst]
-        out["feature"] = feature
-        out["target"] = target[inst, slot]
-        out["prediction"] = prediction[inst, slot]
-        out["correct"] = out["target"] == out["prediction"]
-        out["composition"] = labels["composition"][inst]
-        out["instance"] = labels["instance"][inst]
-        return out
-    return {name: np.repeat(value, n_views, axis=0) for name, value in labels.items()}
-
-
-def _task_meta(task: Any) -> dict[str, Any]:
-    if task.name == "sraven":
-        from latentcode.tasks.sraven import RULE_NAMES
-
-        return {"label": "rule", "n_classes": len(RULE_NAMES), "class_names": list(RULE_NAMES)}
-    if task.name == "fuzzy_logic":
-        n_variables = int(task.config.n_variables)
-        return {"label": "terms", "n_classes": 2**n_variables, "class_names": _term_names(n_variables)}
-    return {"label": None, "n_classes": None, "class_names": None}
-
-
-def check_extraction(
-    task: Any,
-    splits: Sequence[str] = ("train", "test", "ood"),
-    n_samples: int = 2048,
-    *,
-    positions: PositionsArg = "paper",
-    inputs: str | None = None,
-    batch_size: int = 512,
-) -> tuple[PositionSpec, Any]:
-    """Check extraction arguments against a task without running anything (what `extract_latent_codes` and the
-    analysis commands do first, before anything is copied, extracted or written).
-
-    Returns:
-        (the resolved `PositionSpec`, the `InputChoice` of `inputs`).
-
-    Raises:
-        ValueError: an unknown or empty split list, positions the task does not have, an unknown input choice,
-            n_samples or batch_size not positive.
-
-    >>> from latentcode.tasks import get_task
-    >>> check_extraction(get_task("sraven"), ("train", "val"))
-    Traceback (most recent call last):
-    ...
-    ValueError: unknown split 'val' for task 'sraven'; valid splits: train, test, ood
-    """
-    if isinstance(n_samples, bool) or not isinstance(n_samples, int | np.integer) or n_samples <= 0 \
-            or isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer) or batch_size <= 0:
-        raise ValueError(f"n_samples={n_samples} and batch_size={batch_size} must be positive integers")
-    if isinstance(splits, str):
-        raise ValueError(f"splits={splits!r} is one string; pass a list of split names, e.g. ['train', 'ood']")
-    if not splits:
-        raise ValueError(f"splits is empty; pick some of {', '.join(task.splits)}")
-    for split in splits:
-        if split not in task.splits:
-            raise ValueError(f"unknown split {split!r} for task {task.name!r}; valid splits: {', '.join(task.splits)}")
-    if len(set(splits)) != len(splits):
-        raise ValueError(f"splits={list(splits)} names a split twice; name each once")
-    spec = resolve_positions(task, positions)
-    choice = code_reading(task).choice(inputs, f"task {task.name!r}")
-    return spec, choice
-
-
 @renamed_kwargs(n="n_samples")
 def extract_latent_codes(
     model: torch.nn.Module,
@@ -511,7 +294,7 @@ def extract_latent_codes(
                     tokens.append(np.repeat(x.float().cpu().numpy(), spec.n_views, axis=0))
                     raw.setdefault("prediction", []).append(task.predict(out).cpu().numpy())
                     bar.update(1)
-                for name, value in _batch_labels(task, batch).items():
+                for name, value in task.code_labels(batch).items():
                     raw.setdefault(name, []).append(value)
                 row_splits.append(np.full(n_samples * spec.n_views, split))
     finally:
@@ -519,10 +302,10 @@ def extract_latent_codes(
         model.train(was_training)
 
     labels = {name: np.concatenate(values) for name, values in raw.items()}
-    is_default = spec.name == "paper" and choice.name == reading.default_inputs
-    sort_key = labels["rules"] if task.name == "sraven" else labels.get("terms")
+    is_default = spec.name == reading.positions[0] and choice.name == reading.default_inputs
+    sort_key = labels.get(reading.composition) if reading.composition else None
     if sort_key is not None:
-        labels["composition"] = _composition_ids(task, sort_key)
+        labels["composition"] = composition_ids(task, sort_key)
     labels["instance"] = np.concatenate([np.arange(n_samples) for _ in splits])
     meta = {
         "task": task.name,
@@ -540,22 +323,12 @@ def extract_latent_codes(
         "splits": list(splits),
         "n_per_split": n_samples,
         "seed": seed,
-        **_task_meta(task),
+        **task_code_meta(task),
     }
     return LatentCodes(
         codes=np.concatenate(rows),
-        labels=_instance_labels(task, labels, spec),
+        labels=task.row_labels(labels, spec),
         split=np.concatenate(row_splits),
         inputs=np.concatenate(tokens),
         meta=meta,
     )
-
-
-def _batch_labels(task: Any, batch: Any) -> dict[str, np.ndarray]:
-    """The per-instance labels kept from a batch: SRAVEN rules, slot permutation and targets; fuzzy-logic terms,
-    bits, target."""
-    if task.name == "sraven":
-        # perm (identity when unpermuted) maps each presented slot to the feature it holds
-        return {name: batch.labels[name].cpu().numpy() for name in ("rules", "perm")} | {"target": batch.y.cpu().numpy()}
-    kept = {name: value.cpu().numpy() for name, value in batch.labels.items() if name in ("terms", "term_bits")}
-    return {**kept, "target": batch.y.float().cpu().numpy()}

@@ -160,8 +160,8 @@ def test_bad_positions_raise_naming_the_valid_range(sraven, positions, message):
         extract_latent_codes(_model(sraven), sraven, n_samples=2, positions=positions, progress=False)
 
 
-def test_all_features_is_sraven_only(fuzzy):
-    with pytest.raises(ValueError, match="SRAVEN only"):
+def test_named_positions_are_the_tasks_own(fuzzy):
+    with pytest.raises(ValueError, match="'all_features' is not defined for task 'fuzzy_logic'; valid: paper"):
         resolve_positions(fuzzy, "all_features")
 
 
