@@ -12,7 +12,6 @@ import torch
 from latentcode.config import model_config, train_config
 from latentcode.experiments import (
     ExperimentResult,
-    _one_feature_pairs,
     function_transfer,
     mean_ablation,
     rule_transfer,
@@ -21,6 +20,7 @@ from latentcode.experiments import (
 from latentcode.model import build_model
 from latentcode.tasks import FuzzyLogic, SRaven, get_task
 from latentcode.train import train
+from latentcode.transfer import _one_feature_pairs
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -97,9 +97,9 @@ def test_results_save_csv_json_and_png(tmp_path, sraven_model):
 
 def test_bad_inputs(sraven_model):
     task, model = sraven_model
-    with pytest.raises(ValueError, match="rule_transfer runs on sraven models"):
+    with pytest.raises(ValueError, match="rule_transfer needs a task with rule_answer.*lacks rule_answer"):
         rule_transfer(model, FuzzyLogic())
-    with pytest.raises(ValueError, match="function_transfer runs on fuzzy_logic models"):
+    with pytest.raises(ValueError, match="function_transfer needs a task with recompose.*lacks recompose"):
         function_transfer(model, task)
     with pytest.raises(ValueError, match=r"layers=\[3\] out of range"):
         mean_ablation(model, task, n_samples=8, layers=[3])
