@@ -6,11 +6,8 @@ codes from a model is `latentcode.extract`'s job; this module deliberately knows
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import uuid
-import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,80 +15,31 @@ from typing import Any
 
 import numpy as np
 
+from probes._codes_io import (  # noqa: F401 (_atomic_write, _jsonable, _npz_and_json importable here as before)
+    _atomic_write,
+    _jsonable,
+    _npz_and_json,
+    check_labels,
+    check_meta,
+    read_codes,
+    write_codes,
+)
 from probes._compat import warn_renamed
+from probes.labels import _class_labels  # noqa: F401 (the probes' label reader, importable here as before)
+from probes.metadata import (  # noqa: F401 (meta_reading*, reading_text and LEGACY_INPUTS were public here)
+    LEGACY_INPUTS,
+    meta_control,
+    meta_label_kinds,
+    meta_reading,
+    meta_reading_inputs,
+    meta_value,
+    reading_text,
+)
 
 logger = logging.getLogger(__name__)
 
 SPLITS: tuple[str, ...] = ("train", "test", "ood", "novel_terms")
 """Every split name a row may carry, in display order (spec §8.1)."""
-
-TASKS: tuple[str, ...] = ("sraven", "fuzzy_logic")
-"""Task names `meta["task"]` may hold."""
-
-DEFAULT_LABELS: dict[str, str] = {"sraven": "rule", "fuzzy_logic": "terms"}
-"""The label each task decodes by default when `meta["label"]` is absent."""
-
-LEGACY_INPUTS: dict[str, str] = {"sraven": "unpermuted", "fuzzy_logic": "uniform"}
-"""What codes files written before readings were recorded (no `meta["reading"]`) are assumed to have been read
-at: SRAVEN instances were always drawn unpermuted; fuzzy-logic inputs were uniform unless `meta["inputs"]` says
-otherwise (`latentcode extract --inputs fixed_query` recorded it)."""
-
-_LABEL_PREFIX = "label_"
-
-
-def meta_reading_inputs(meta: dict[str, Any]) -> str | None:
-    """The input choice codes with this `meta` were read at: `meta["inputs"]`; for files written before readings
-    were recorded (no `meta["reading"]`), `LEGACY_INPUTS`' assumption (SRAVEN unpermuted, whatever `inputs` says;
-    fuzzy logic `meta["inputs"]`, else uniform)."""
-    recorded = meta.get("inputs")
-    if "reading" in meta:
-        return recorded
-    task = meta.get("task") or ""
-    if task == "sraven":
-        return LEGACY_INPUTS["sraven"]  # always drawn unpermuted; such files may say "uniform"
-    return recorded or LEGACY_INPUTS.get(task)
-
-
-def meta_reading(meta: dict[str, Any]) -> str | None:
-    """The reading in words of codes with this `meta` (see `LatentCodes.reading`)."""
-    if isinstance(meta.get("reading"), str):
-        return meta["reading"]
-    if not meta.get("positions"):
-        return None
-    inputs = meta_reading_inputs(meta)
-    text = reading_text(meta["positions"], inputs)
-    assumed = inputs is not None and (meta.get("task") == "sraven" or not meta.get("inputs"))
-    return f"{text} (assumed: written before readings were recorded)" if assumed else text
-
-
-def reading_text(positions: str | None, inputs: str | None, *, default: bool = False) -> str:
-    """A reading in words, as `LatentCodes.reading` and every result show it.
-
-    >>> reading_text("paper", "fixed_query", default=True)
-    'paper positions, fixed_query inputs (default)'
-    """
-    text = f"{positions} positions" if positions else "positions not recorded"
-    text += f", {inputs} inputs" if inputs else ", inputs not recorded"
-    return text + (" (default)" if default else "")
-
-
-def _json_default(value: Any) -> Any:
-    """Turn numpy scalars and arrays into plain Python so `meta` can hold what extraction computed."""
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, tuple | set | frozenset):
-        return list(value)
-    raise TypeError(f"{type(value).__name__} is not JSON-serializable")
-
-
-def _npz_and_json(path: str | os.PathLike) -> tuple[Path, Path]:
-    """`codes` / `codes.npz` / `codes.json` all name the pair `codes.npz` + `codes.json`."""
-    path = Path(path)
-    if path.suffix in (".npz", ".json"):
-        path = path.with_suffix("")
-    return path.with_name(path.name + ".npz"), path.with_name(path.name + ".json")
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,12 +56,13 @@ class LatentCodes:
             bool. Fuzzy logic: `terms` [n, K] (term indices of the composition), `term_bits` [n, K, L], `target`
             [n] float, `prediction` [n], optionally `composition` [n] (an id grouping rows of one composition).
         split: str [n], each one of `SPLITS` (train | test | ood | novel_terms).
-        meta: JSON-serializable provenance: `task` ("sraven" | "fuzzy_logic"), `variant`, `positions`,
+        meta: JSON-serializable provenance: `task` (its registered name), `variant`, `positions`,
             `inputs` (the input choice the codes were read at, e.g. "fixed_query" or "unpermuted"), `reading`
             (positions and inputs in words, as every result shows them; see `reading`), `default_reading` (the
             task's default, the paper's), `layers` (model layer of each entry of the layer axis), `checkpoint`
             (hash or None), `label` (the default label to decode), `n_classes`, `class_names`, `score_norm`
-            (softmax | none | rms_head).
+            (softmax | none | rms_head), and what the task declares for the probes (`probes.metadata`):
+            `label_kinds`, `composition_label`, `control`.
         inputs: optional float32 [n, pos, d_in], the raw input tokens of each row's instance (what the
             input-only and control-task probes of `probes.controls` read); None in files written before it.
 
@@ -164,36 +113,8 @@ class LatentCodes:
         unknown = sorted(set(split.tolist()) - set(SPLITS))
         if unknown:
             raise ValueError(f"split holds unknown names {unknown}; valid split names are {list(SPLITS)}")
-        if not isinstance(self.labels, dict):
-            raise ValueError(f"labels must be a dict of arrays, got {type(self.labels).__name__}")
-        labels = {}
-        for name, value in self.labels.items():
-            array = np.asarray(value)
-            if array.ndim == 0 or array.shape[0] != n:
-                raise ValueError(
-                    f"labels[{name!r}] has shape {array.shape}; its first axis must be n={n} like codes"
-                )
-            if array.dtype == object:
-                raise ValueError(f"labels[{name!r}] is an object array; use numeric, bool or str arrays")
-            labels[str(name)] = array
-        if not isinstance(self.meta, dict):
-            raise ValueError(f"meta must be a dict, got {type(self.meta).__name__}")
-        try:
-            meta = json.loads(json.dumps(self.meta, default=_json_default))
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"meta must be JSON-serializable: {err}") from err
-        task = meta.get("task")
-        if task is not None and task not in TASKS:
-            raise ValueError(f"meta['task']={task!r} is not a known task; valid tasks are {list(TASKS)}")
-        layers = meta.get("layers")
-        if layers is not None and not all(isinstance(x, int) and not isinstance(x, bool) for x in layers):
-            raise ValueError(
-                f"meta['layers']={layers!r} must list the model layer (an int) of each layer-axis entry"
-            )
-        if layers is not None and len(layers) != codes.shape[1]:
-            raise ValueError(
-                f"meta['layers'] lists {len(layers)} layers but codes have {codes.shape[1]} on the layer axis"
-            )
+        labels = check_labels(self.labels, n)
+        meta = check_meta(self.meta, codes.shape[1])
         object.__setattr__(self, "codes", codes)
         object.__setattr__(self, "split", split)
         object.__setattr__(self, "labels", labels)
@@ -252,8 +173,30 @@ class LatentCodes:
 
     @property
     def label(self) -> str | None:
-        """The default label to decode: `meta["label"]`, else the task's default ("rule" / "terms")."""
-        return self.meta.get("label") or DEFAULT_LABELS.get(self.task or "")
+        """The default label to decode: `meta["label"]`, which extraction takes from the task's declaration ("rule"
+        for SRAVEN, "terms" for fuzzy logic)."""
+        return meta_value(self.meta, "label")
+
+    @property
+    def label_kinds(self) -> dict[str, str]:
+        """label -> what it holds (`probes.metadata.LABEL_KINDS`: "class", "class_set", "bits", ...), from
+        `meta["label_kinds"]`; empty when the producer said nothing."""
+        return meta_label_kinds(self.meta)
+
+    def labels_of_kind(self, kind: str) -> list[str]:
+        """The labels these codes carry whose kind (`label_kinds`) is `kind`, in `label_kinds` order."""
+        return [name for name, have in self.label_kinds.items() if have == kind and name in self.labels]
+
+    @property
+    def composition_label(self) -> str | None:
+        """The label holding each row's composition (`meta["composition_label"]`: "rules", "terms"), or None."""
+        return meta_value(self.meta, "composition_label")
+
+    @property
+    def control(self) -> dict[str, Any]:
+        """Which controls apply (`meta["control"]`, see `probes.metadata.meta_control`): `inputs` ("positions" or
+        "all_tokens") and `control_task` (bool)."""
+        return meta_control(self.meta)
 
     @property
     def reading_inputs(self) -> str | None:
@@ -431,15 +374,7 @@ class LatentCodes:
         Returns:
             The path of the `.npz` file.
         """
-        npz_path, json_path = _npz_and_json(path)
-        npz_path.parent.mkdir(parents=True, exist_ok=True)
-        arrays = {"codes": self.codes, "split": self.split}
-        if self.inputs is not None:
-            arrays["inputs"] = self.inputs
-        arrays.update({_LABEL_PREFIX + k: v for k, v in self.labels.items()})
-        _atomic_write(npz_path, lambda f: np.savez_compressed(f, **arrays))
-        text = json.dumps(self.meta, indent=2, sort_keys=True, default=_json_default) + "\n"
-        _atomic_write(json_path, lambda f: f.write(text.encode()))
+        npz_path = write_codes(path, self.codes, self.split, self.labels, self.meta, self.inputs)
         logger.info("saved %d latent codes to %s", self.n_samples, npz_path)
         return npz_path
 
@@ -451,105 +386,10 @@ class LatentCodes:
             FileNotFoundError: the `.npz` or `.json` file is missing.
             ValueError: the file is not a latent-code file, is truncated, or holds NaN/infinite codes.
         """
-        npz_path, json_path = _npz_and_json(path)
-        for file in (npz_path, json_path):
-            if not file.exists():
-                raise FileNotFoundError(
-                    f"{file} does not exist; latent codes are a {npz_path.name} + {json_path.name} pair, "
-                    "made by `latentcode extract RUN` (or LatentCodes.save)"
-                )
-        try:
-            with np.load(npz_path, allow_pickle=False) as data:
-                arrays = {k: data[k] for k in data.files}
-        except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as err:
-            raise ValueError(
-                f"{npz_path} is not a readable latent-code file ({type(err).__name__}: {err}); "
-                "it may be truncated or foreign: re-run `latentcode extract RUN`"
-            ) from err
-        missing = sorted({"codes", "split"} - set(arrays))
-        if missing:
-            raise ValueError(
-                f"{npz_path} lacks the arrays {missing} (has {sorted(arrays)}); it is not a latent-code file "
-                "written by LatentCodes.save / `latentcode extract RUN`"
-            )
-        try:
-            meta = json.loads(json_path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ValueError(
-                f"{json_path} is not valid JSON ({err}); re-run `latentcode extract RUN`"
-            ) from err
-        labels = {k[len(_LABEL_PREFIX) :]: v for k, v in arrays.items() if k.startswith(_LABEL_PREFIX)}
+        npz_path, arrays, labels, meta = read_codes(path)
         try:
             return cls(
                 codes=arrays["codes"], labels=labels, split=arrays["split"], meta=meta, inputs=arrays.get("inputs")
             )
         except ValueError as err:
             raise ValueError(f"{npz_path}: {err}") from err
-
-
-def _atomic_write(path: Path, write) -> None:
-    """Write through `write(file)` to a temporary sibling, then rename it over `path` (permissions follow umask)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "xb") as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def _jsonable(value: Any) -> Any:
-    """Plain-Python, strict-JSON version of a result: arrays become lists, NaN/inf become None, keys str."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
-    if isinstance(value, np.generic):
-        return _jsonable(value.item())
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    return value
-
-
-def _class_labels(codes: LatentCodes, name: str | None) -> tuple[str, np.ndarray, np.ndarray, list[str]]:
-    """A label as classes: (name, y, classes, class names).
-
-    1-D labels are class vectors (int, bool or str; floats only when integer-valued). 2-D int labels are sets
-    of classes per row (fuzzy-logic `terms`). The default label uses `meta["n_classes"]`/`meta["class_names"]`
-    so absent classes still count; other labels use the values they contain.
-    """
-    name = name or codes.label
-    y = codes.label_values(name)
-    if y.ndim > 2:
-        raise ValueError(
-            f"label={name!r} has shape {y.shape}; class labels are [n] or sets of classes [n, K]"
-        )
-    if y.dtype.kind == "f":
-        if not np.all(np.isfinite(y)) or not np.all(y == np.round(y)):
-            raise ValueError(
-                f"label={name!r} is continuous (float values); pass a class label such as "
-                f"{[k for k, v in codes.labels.items() if v.dtype.kind in 'iub' and v.ndim == 1]}"
-            )
-        y = y.astype(np.int64)
-    if y.dtype.kind == "b":
-        y = y.astype(np.int64)
-    if y.ndim == 2 and y.dtype.kind not in "iu":
-        raise ValueError(f"label={name!r} is 2-D but not integer; sets of classes must be integer class ids")
-    n_meta = codes.meta.get("n_classes")
-    if name == codes.label and n_meta and y.dtype.kind in "iu":
-        classes = np.arange(int(n_meta))
-        names = codes.class_names(int(n_meta))
-        if y.size and (y.min() < 0 or y.max() >= int(n_meta)):
-            raise ValueError(
-                f"label={name!r} holds values outside 0..{int(n_meta) - 1} (meta['n_classes']={n_meta})"
-            )
-    elif y.ndim == 2:
-        classes = np.arange(int(y.max()) + 1 if y.size else 0)
-        names = [str(c) for c in classes]
-    else:
-        classes = np.unique(y)
-        names = [str(c) for c in classes]
-    return name, y, classes, names

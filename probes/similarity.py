@@ -225,10 +225,11 @@ def topographic_similarity(
 
     Args:
         codes: latent codes.
-        label: the label of rule assignments (default: `rules` for SRAVEN, `terms` for fuzzy logic).
+        label: the label of rule assignments (default: the codes' `composition_label`: `rules` for SRAVEN, `terms`
+            for fuzzy logic).
         layers: as in `probes.decode_rules`.
-        distance: assignment distance (default: Hamming between SRAVEN `rules` tuples; for fuzzy logic, the size
-            of the symmetric difference of the term sets).
+        distance: assignment distance (default: the size of the symmetric difference for a set label, kind
+            "class_set" as fuzzy-logic `terms`; else Hamming, as between SRAVEN `rules` tuples).
         metric: code distance.
         split: restrict to these split(s) (default: every row).
         n_pairs: pairs of distinct rows sampled (all pairs when there are fewer).
@@ -242,17 +243,22 @@ def topographic_similarity(
         A `TopographicResult`.
 
     Raises:
-        ValueError: an unknown label, distance or metric, or fewer than 3 rows.
+        ValueError: an unknown label (or none given for codes without a composition label), distance or metric,
+            or fewer than 3 rows.
     """
     if metric not in ("euclidean", "cosine"):
         raise ValueError(f"metric={metric!r}; choose 'euclidean' or 'cosine'")
     rows = codes.select(split=split) if split is not None else codes
     if rows.n_samples < 3:
         raise ValueError(f"split={split!r} selects {rows.n_samples} rows; topographic similarity needs at least 3")
-    fuzzy = codes.task == "fuzzy_logic"
-    label = label or ("terms" if fuzzy else "rules")
+    label = label or codes.composition_label
+    if label is None:
+        raise ValueError(
+            "these codes name no composition label (meta['composition_label']); pass label= one of "
+            f"{sorted(codes.labels)}"
+        )
     values = rows.label_values(label).reshape(rows.n_samples, -1)
-    distance = distance or ("symmetric_difference" if fuzzy else "hamming")
+    distance = distance or ("symmetric_difference" if codes.label_kinds.get(label) == "class_set" else "hamming")
     if distance == "symmetric_difference":
         if values.dtype.kind not in "iu":
             raise ValueError(

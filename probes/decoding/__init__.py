@@ -4,7 +4,8 @@ The modules import one way, each only from those above it (and `probes.codes`, `
 
 - `results`: what the decoders return (`DecodingResult`, `Headline`, `Controls`, ...); no fitting.
 - `estimators`: `RuleDecoder`, the probe as a scikit-learn estimator, and `code_space_directions`.
-- `fit`: the probe (`make_probe`), the layer groups it reads, the plain decoders without controls.
+- `fit`: the probe (`make_probe`), the layer groups it reads, the plain decoders without controls; `ridge`: the
+  bits decoder (`fit_bits`) on top of it.
 - `controls`: the input-only control and the control task, fitted with `fit`'s decoders on stand-in features.
 - `decode`: `decode_rules`, `decode_terms`, `ridge_bits`: a plain decoder plus its extras and controls.
 
@@ -21,8 +22,8 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("Baseline", "BitRegressionResult", "Controls", "DecodingResult", "Headline", "LayerDecoding",
                      "TermDecodingResult", "NA", "UNDEFINED", "HEADLINE"), "probes.decoding.results"),
     **dict.fromkeys(("RuleDecoder", "code_space_directions"), "probes.decoding.estimators"),
-    **dict.fromkeys(("LayerChoice", "make_probe", "probe_groups", "fit_rules", "fit_terms", "fit_bits"),
-                    "probes.decoding.fit"),
+    **dict.fromkeys(("LayerChoice", "make_probe", "probe_groups", "fit_rules", "fit_terms"), "probes.decoding.fit"),
+    "fit_bits": "probes.decoding.ridge",
     **dict.fromkeys(("control_labels", "input_features", "input_only_r2", "input_only_term_f1", "input_types",
                      "run_controls"), "probes.decoding.controls"),
     **dict.fromkeys(("decode_rules", "decode_terms", "ridge_bits"), "probes.decoding.decode"),

@@ -1,15 +1,17 @@
 """Controls for decoding numbers: what the same probe scores without the codes, or on labels the codes cannot hold.
 
-- Input-only control: the same probe on raw input tokens instead of codes (`LatentCodes.inputs`). SRAVEN: the
-  tokens at the query and key positions the codes were read from; fuzzy logic: every raw token (all (x, y)
-  examples), because the query token alone carries no term information.
-- Control task (Hewitt & Liang, 2019), SRAVEN only: each input type (the value tuple at the key positions) gets a
-  random but fixed label drawn with the real label's class frequencies; selectivity = accuracy on the real label
-  minus accuracy on the control label. Fuzzy-logic inputs are continuous (every input type is new), so the
-  input-only control stands in for it there.
-Probes are the plain decoders of `fit.py` (`fit_rules`, `fit_terms`, `fit_bits`) on the stand-in features, so this
-module sits between them and `decode.py`, which adds these controls to the codes' decoding; nothing here imports
-torch.
+Which controls apply, the codes' metadata says (`LatentCodes.control`, written by extraction from the task's
+declaration):
+- Input-only control: the same probe on raw input tokens instead of codes (`LatentCodes.inputs`): the tokens at
+  the query and key positions the codes were read from (`control["inputs"] == "positions"`, SRAVEN), or every raw
+  token ("all_tokens", fuzzy logic: the query token alone carries no term information).
+- Control task (Hewitt & Liang, 2019), where the key tokens are discrete (`control["control_task"]`, SRAVEN): each
+  input type (the value tuple at the key positions) gets a random but fixed label drawn with the real label's class
+  frequencies; selectivity = accuracy on the real label minus accuracy on the control label. Continuous inputs
+  (fuzzy logic: every input type is new) leave the input-only control to stand in for it.
+Probes are the plain decoders (`fit_rules`, `fit_terms`, `fit.py`; `fit_bits`, `ridge.py`) on stand-in features, so
+this module sits between them and `decode.py`, which adds these controls to the codes' decoding; nothing here
+imports torch.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from typing import Any
 import numpy as np
 
 from probes.codes import LatentCodes, _class_labels
-from probes.decoding.fit import fit_bits, fit_rules, fit_terms
+from probes.decoding.fit import fit_rules, fit_terms
 from probes.decoding.results import Controls
+from probes.decoding.ridge import fit_bits
 from probes.degenerate import CONSTANT_RTOL
 
 __all__ = [
@@ -72,20 +75,21 @@ def _tokens_at(codes: LatentCodes, what: tuple[str, ...]) -> np.ndarray:
 def input_features(codes: LatentCodes) -> np.ndarray:
     """The raw inputs the input-only control reads, float32 [n_samples, features].
 
-    SRAVEN: the tokens at the row's query and key positions (`meta["query"]`, `meta["key"]`); other tasks
-    (fuzzy logic): every token of the instance, flattened.
+    With `control["inputs"] == "positions"` (SRAVEN) the tokens at the row's query and key positions
+    (`meta["query"]`, `meta["key"]`); else (fuzzy logic, codes that say nothing) every token of the instance,
+    flattened.
 
     Raises:
         ValueError: the codes carry no inputs.
     """
-    if codes.task == "sraven":
+    if codes.control["inputs"] == "positions":
         return _tokens_at(codes, ("query", "key"))
     inputs = _require_inputs(codes)
     return inputs.reshape(len(codes), -1)
 
 
 def input_types(codes: LatentCodes) -> tuple[np.ndarray, np.ndarray]:
-    """SRAVEN input types: each row's raw tokens at its key positions, and an id per distinct tuple.
+    """Input types (SRAVEN): each row's raw tokens at its key positions, and an id per distinct tuple.
 
     Returns:
         (types [n_samples, key * d_in] float32, ids int64 [n_samples], equal ids for equal tuples).
@@ -96,14 +100,15 @@ def input_types(codes: LatentCodes) -> tuple[np.ndarray, np.ndarray]:
 
 
 def control_labels(codes: LatentCodes, label: str | None = None, random_state: int = 0) -> np.ndarray:
-    """Hewitt & Liang's control task on SRAVEN: a random but fixed class per input type.
+    """Hewitt & Liang's control task (codes whose `control["control_task"]` is set: SRAVEN): a random but fixed
+    class per input type.
 
     Each distinct value tuple at the key positions draws its class from the real label's class frequencies
     (over these rows), with a generator seeded by `random_state` and the tuple itself, so a type keeps its class
     across calls, row orders and subsets with the same frequencies.
 
     Args:
-        codes: SRAVEN codes with `inputs`.
+        codes: codes with `inputs` and discrete key tokens (SRAVEN).
         label: the real label (default: the codes' default label, `rule`).
         random_state: seed of the assignment.
 
@@ -111,12 +116,13 @@ def control_labels(codes: LatentCodes, label: str | None = None, random_state: i
         int64 [n_samples], the control label of each row.
 
     Raises:
-        ValueError: codes of another task, without inputs, or a label that is not one class per row.
+        ValueError: codes whose inputs are not discrete, without inputs, or a label that is not one class per row.
     """
-    if codes.task != "sraven":
+    if not codes.control["control_task"]:
         raise ValueError(
-            f"the control task is defined for SRAVEN codes (discrete input types), not {codes.task!r}; fuzzy-logic "
-            "inputs are continuous, so use the input-only control there"
+            f"the control task is defined for codes with discrete input types (meta['control']['control_task'], as "
+            f"SRAVEN's); these (task {codes.task!r}) have none, e.g. continuous inputs as fuzzy logic's, so use the "
+            "input-only control there"
         )
     name, y, classes, _ = _class_labels(codes, label)
     if y.ndim != 1:
@@ -149,7 +155,7 @@ def run_controls(
     progress: bool | None = None,
     rtol: float = CONSTANT_RTOL,
 ) -> Controls:
-    """Fit the controls beside a decoding: the input-only probe and (SRAVEN) the control-task probes.
+    """Fit the controls beside a decoding: the input-only probe and, where it applies (SRAVEN), the control task.
 
     Args:
         codes: codes with `inputs`, a train split and evaluation splits (as `decode_rules` needs).
@@ -171,27 +177,27 @@ def run_controls(
     features = input_features(codes)
     inputs_only = fit_rules(_stand_in(codes, features, codes.labels), label=name, layers="all", **probe)
     splits = inputs_only.splits
-    if codes.task == "sraven":
+    if codes.control["inputs"] == "positions":
         query, key = (codes.meta.get(k) for k in ("query", "key"))
         described = f"raw tokens at the codes' query {query} and key {key} positions"
+        note = "input-only: the same probe on the raw tokens the codes come from"
+    else:
+        described = "every raw input token of the instance (all (x, y) examples)"
+        note = "input-only: the same probe on every raw input token"
+    control_task, layer_names, n_types = None, [], None
+    if codes.control["control_task"]:
         control = control_labels(codes, name, 0 if random_state is None else random_state)
         relabelled = LatentCodes(codes.codes, {**codes.labels, CONTROL_LABEL: control}, codes.split, codes.meta)
         task = fit_rules(relabelled, label=CONTROL_LABEL, layers=layers, rtol=rtol, **probe)
         control_task = {s: task.accuracy(s) for s in splits}
         layer_names = task.layer_names
         n_types = int(input_types(codes)[1].max()) + 1
-        note = (
-            "input-only: the same probe on the raw tokens the codes come from; selectivity (Hewitt & Liang "
-            f"2019): accuracy minus accuracy on a control task giving each of {n_types} key-value tuples a fixed "
-            "random label with the real label's frequencies"
+        note += (
+            "; selectivity (Hewitt & Liang 2019): accuracy minus accuracy on a control task giving each of "
+            f"{n_types} key-value tuples a fixed random label with the real label's frequencies"
         )
     else:
-        described = "every raw input token of the instance (all (x, y) examples)"
-        control_task, layer_names, n_types = None, [], None
-        note = (
-            "input-only: the same probe on every raw input token; no control task: the inputs are continuous, so "
-            "the input-only control stands in for selectivity"
-        )
+        note += "; no control task: the inputs are continuous, so the input-only control stands in for selectivity"
     return Controls(
         label=inputs_only.label,
         input_features=described,

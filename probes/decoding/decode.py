@@ -3,7 +3,8 @@
 `decode_rules` is the paper's probe (Fig. 5F, Fig. 2B) with its floors beside it (uniform chance, majority
 class, best constant, spec §8.5) and the input-only control (`controls.py`). `decode_terms` (per-term logistic F1,
 floor: always answering "present") and `ridge_bits` (the reference code's ridge R² per latent bit, with folds
-grouped by composition; floor: the train mean) are the fuzzy-logic extras. Each is a plain decoder of `fit.py` plus
+grouped by composition; floor: the train mean) are the extras for codes with set and bit labels (fuzzy logic),
+found through the codes' `label_kinds` metadata. Each is a plain decoder of `fit.py` plus
 its controls; the probes are scikit-learn pipelines (`make_probe`) and nothing imports torch.
 """
 
@@ -20,11 +21,11 @@ from probes.decoding.fit import (
     LayerChoice,
     _counting_convergence,
     _single_threaded,
-    fit_bits,
     fit_rules,
     fit_terms,
 )
 from probes.decoding.results import BitRegressionResult, DecodingResult, TermDecodingResult
+from probes.decoding.ridge import fit_bits
 from probes.degenerate import CONSTANT_RTOL
 
 __all__ = ["decode_rules", "decode_terms", "ridge_bits"]
@@ -67,7 +68,8 @@ def decode_rules(
         C: inverse regularization strength of the logistic probes.
         max_iter: solver iterations.
         random_state: probe seed.
-        fuzzy_extras: for fuzzy-logic codes also run `decode_terms` and `ridge_bits` when their labels exist.
+        fuzzy_extras: also run `decode_terms` on the codes' set label and `ridge_bits` on their bits label, where
+            their metadata has them (`LatentCodes.labels_of_kind`: fuzzy logic's `terms` and `term_bits`).
         controls: when the codes carry `inputs`, also fit the controls (`probes.controls.run_controls`).
         progress: show a progress bar (None: only on a terminal).
         rtol: a layer whose codes vary by at most this fraction of their RMS is constant
@@ -84,12 +86,13 @@ def decode_rules(
     result = fit_rules(codes, label, layers, splits=splits, progress=progress, rtol=rtol, **probe_params)
     splits = result.splits
     terms, bits = result.terms, None
-    if fuzzy_extras and codes.task == "fuzzy_logic":
-        if terms is None and "terms" in codes.labels:
-            terms = decode_terms(codes, "terms", layers, splits=splits, progress=progress, controls=controls,
+    set_labels, bit_labels = codes.labels_of_kind("class_set"), codes.labels_of_kind("bits")
+    if fuzzy_extras:
+        if terms is None and set_labels:
+            terms = decode_terms(codes, set_labels[0], layers, splits=splits, progress=progress, controls=controls,
                                  rtol=rtol, **probe_params)
-        if "term_bits" in codes.labels:
-            bits = ridge_bits(codes, layers=layers, splits=splits, controls=controls)
+        if bit_labels:
+            bits = ridge_bits(codes, bit_labels[0], layers=layers, splits=splits, controls=controls)
     control_result = (
         run_controls(codes, result.label, layers, progress=progress, rtol=rtol, **probe_params)
         if controls and codes.inputs is not None

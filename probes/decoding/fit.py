@@ -1,5 +1,5 @@
 """The fitting core of decoding: the probe (`make_probe`), the layer groups it reads, and the plain decoders,
-without the fuzzy-logic extras and without controls (`fit_rules`, `fit_terms`, `fit_bits`).
+without the extras and without controls (`fit_rules`, `fit_terms`; `fit_bits` is in `ridge.py`).
 
 `controls.py` fits these same decoders on stand-in features (raw tokens, control-task labels) and `decode.py` adds
 the extras and the controls to them, so both build on this module and neither imports the other's caller. The
@@ -20,9 +20,8 @@ from typing import Any
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import confusion_matrix, f1_score, multilabel_confusion_matrix
-from sklearn.model_selection import GroupKFold, cross_val_predict
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
@@ -30,16 +29,10 @@ from tqdm.auto import tqdm
 
 from probes.codes import LatentCodes, _class_labels
 from probes.decoding.estimators import RuleDecoder
-from probes.decoding.results import (
-    Baseline,
-    BitRegressionResult,
-    DecodingResult,
-    LayerDecoding,
-    TermDecodingResult,
-)
+from probes.decoding.results import Baseline, DecodingResult, LayerDecoding, TermDecodingResult
 from probes.degenerate import CONSTANT_RTOL, code_spread
 
-__all__ = ["LayerChoice", "fit_bits", "fit_rules", "fit_terms", "make_probe", "probe_groups"]
+__all__ = ["LayerChoice", "fit_rules", "fit_terms", "make_probe", "probe_groups"]
 
 logger = logging.getLogger(__name__)
 
@@ -159,11 +152,16 @@ def _resolve_splits(codes: LatentCodes, splits: str | Sequence[str] | None) -> l
     return chosen
 
 
-def _require_task(codes: LatentCodes, task: str, who: str) -> None:
-    if codes.task is not None and codes.task != task:
+def _require_kind(codes: LatentCodes, label: str, kind: str, who: str) -> None:
+    """Refuse a label whose kind, as the codes' metadata records it (`LatentCodes.label_kinds`), is not `kind`;
+    codes whose producer recorded no kinds are not checked."""
+    kinds = codes.label_kinds
+    if kinds and kinds.get(label) != kind:
+        fitting = codes.labels_of_kind(kind)
+        hint = f"pass label= one of {fitting}" if fitting else f"these codes have no {kind} label: use decode_rules"
         raise ValueError(
-            f"codes are from task {codes.task!r} but {who} decodes {task!r} codes; use decode_rules for "
-            f"{codes.task!r} codes"
+            f"{who} decodes a {kind} label; label={label!r} of these codes (task {codes.task!r}) is "
+            f"{kinds.get(label) or 'not one of their labels'}; {hint}"
         )
 
 
@@ -385,7 +383,7 @@ def fit_terms(
 
     Args and Raises: as in `probes.decode_terms`.
     """
-    _require_task(codes, "fuzzy_logic", "decode_terms")
+    _require_kind(codes, label, "class_set", "decode_terms")
     train = _train_rows(codes)
     splits = _resolve_splits(codes, splits)
     masks = {s: codes.split == s for s in splits}
@@ -398,91 +396,3 @@ def fit_terms(
     groups, constant = probe_groups(codes, layers, rtol=rtol)
     _, terms = _decode_sets(codes, name, y, names, groups, constant, train, masks, probe_params, progress)
     return terms
-
-
-def _composition_groups(codes: LatentCodes, groups: str | None) -> np.ndarray:
-    for key in [groups] if groups else ["composition", "terms", "term_bits"]:
-        if key in codes.labels:
-            values = codes.labels[key].reshape(codes.n_samples, -1)
-            if key == "terms":
-                values = np.sort(values, axis=1)
-            return np.unique(values, axis=0, return_inverse=True)[1].ravel()
-    raise ValueError(
-        f"groups={groups!r}: codes have none of the labels that identify a composition "
-        f"(composition, terms, term_bits); available: {sorted(codes.labels)}"
-    )
-
-
-def _r2_per_column(y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
-    residual = ((y_true - y_pred) ** 2).sum(axis=0)
-    total = ((y_true - y_true.mean(axis=0)) ** 2).sum(axis=0)
-    with np.errstate(all="ignore"):
-        return np.where(total > 0, 1.0 - residual / total, np.nan)
-
-
-def fit_bits(
-    codes: LatentCodes,
-    label: str = "term_bits",
-    layers: LayerChoice = "each+all",
-    *,
-    alpha: float = 1.0,
-    n_folds: int = 5,
-    groups: str | None = None,
-    splits: str | Sequence[str] | None = None,
-) -> BitRegressionResult:
-    """`ridge_bits` without the input-only control (its train-mean floor included).
-
-    The ridge reads every layer of the all-layers group: it does not standardize, so constant layers add no
-    noise to it.
-
-    Args and Raises: as in `probes.ridge_bits`.
-    """
-    _require_task(codes, "fuzzy_logic", "ridge_bits")
-    train = _train_rows(codes)
-    splits = _resolve_splits(codes, splits)
-    bits = codes.label_values(label).reshape(codes.n_samples, -1).astype(np.float64)
-    shape = codes.labels[label].shape[1:]
-    if len(shape) == 2:
-        bit_names = [f"term {k} bit {b}" for k in range(shape[0]) for b in range(shape[1])]
-    else:
-        bit_names = [f"bit {b}" for b in range(bits.shape[1])]
-    composition = _composition_groups(codes, groups)[train]
-    n_groups = int(np.unique(composition).size)
-    if n_groups < 2:
-        raise ValueError(
-            f"groups={groups!r}: the train rows hold {n_groups} composition; grouped cross-validation needs >= 2"
-        )
-    folds = min(n_folds, n_groups)
-    layer_groups = codes.layer_groups(layers)
-    r2_cv = np.full((len(layer_groups), bits.shape[1]), np.nan)
-    r2 = {s: np.full_like(r2_cv, np.nan) for s in splits}
-    for g, (_, positions) in enumerate(layer_groups):
-        X = codes._flat_axis(positions).astype(np.float64)
-        ridge = Ridge(alpha=alpha, fit_intercept=True)
-        out_of_fold = cross_val_predict(
-            ridge, X[train], bits[train], groups=composition, cv=GroupKFold(folds)
-        )
-        r2_cv[g] = _r2_per_column(bits[train], out_of_fold)
-        ridge.fit(X[train], bits[train])
-        for split in splits:
-            mask = codes.split == split
-            r2[split][g] = _r2_per_column(bits[mask], ridge.predict(X[mask]))
-    train_mean = bits[train].mean(axis=0)
-    with np.errstate(all="ignore"):
-        floor = {}
-        for split in splits:
-            mask = codes.split == split
-            per_bit = _r2_per_column(bits[mask], np.broadcast_to(train_mean, bits[mask].shape))
-            floor[split] = float(np.nanmean(per_bit)) if np.isfinite(per_bit).any() else float("nan")
-    return BitRegressionResult(
-        label=label,
-        bit_names=bit_names,
-        layers=[name for name, _ in layer_groups],
-        alpha=alpha,
-        n_folds=folds,
-        n_groups=n_groups,
-        r2_cv=r2_cv,
-        r2=r2,
-        reading=codes.reading,
-        train_mean_r2=floor,
-    )

@@ -97,7 +97,7 @@ def test_layer_groups():
         pytest.param({"split": np.array(["train"] * 3)}, "split has shape", id="split-length"),
         pytest.param({"split": np.array(["train", "valid", "ood", "ood"])}, "valid", id="unknown-split"),
         pytest.param({"meta": {"layers": [0, 1, 2]}}, "meta\\['layers'\\]", id="meta-layers"),
-        pytest.param({"meta": {"task": "raven"}}, "raven", id="unknown-task"),
+        pytest.param({"meta": {"label_kinds": {"rule": "category"}}}, "label_kinds", id="unknown-label-kind"),
         pytest.param({"meta": {"when": object()}}, "JSON", id="meta-not-json"),
         pytest.param({"labels": {"x": np.array([None] * 4)}}, "object array", id="object-label"),
     ],

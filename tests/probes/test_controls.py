@@ -120,11 +120,11 @@ def test_codes_that_copy_the_input_type_solve_the_control_task_so_selectivity_is
     assert controls.n_input_types == N_VALUES * N_VALUES
 
 
-def test_the_control_task_is_sraven_only():
+def test_the_control_task_needs_discrete_inputs():
     codes = _sraven_like(40)
     fuzzy = LatentCodes(codes.codes, {"terms": np.stack([codes.labels["rule"], codes.labels["rule"] + 4], 1)},
                         codes.split, {"task": "fuzzy_logic", "layers": [0, 1]}, inputs=codes.inputs)
-    with pytest.raises(ValueError, match="defined for SRAVEN codes"):
+    with pytest.raises(ValueError, match="defined for codes with discrete input types"):
         control_labels(fuzzy)
     controls = run_controls(fuzzy, label="terms")
     assert controls.control_task is None and "stands in for selectivity" in controls.note
