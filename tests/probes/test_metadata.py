@@ -53,7 +53,7 @@ def test_input_features_follow_the_declared_control():
     np.testing.assert_array_equal(input_features(at_positions), expected)
     every = _codes({**DECLARED, "control": {"inputs": "all_tokens", "control_task": False}})
     np.testing.assert_array_equal(input_features(every), every.inputs.reshape(len(every), -1))
-    with pytest.raises(ValueError, match="discrete input types .* task 'made_up'"):
+    with pytest.raises(ValueError, match=r"discrete input types .*\(task 'made_up'\) have none"):
         control_labels(at_positions)
 
 
