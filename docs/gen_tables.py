@@ -47,6 +47,11 @@ GENERATED = re.compile(
 )
 
 
+def pages() -> list[Path]:
+    """The pages whose generated blocks are kept current: README.md and docs/*.md."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
 def table_output(command: str) -> str:
     """The Markdown table lines that `command` (a `latentcode table ...` line) prints, run from the repository
     root."""
@@ -105,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="report stale pages without writing them")
     args = parser.parse_args(argv)
     stale = []
-    for path in sorted((ROOT / "docs").glob("*.md")):
+    for path in pages():
         page = path.read_text()
         fresh = render(page)
         if fresh != page:

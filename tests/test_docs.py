@@ -394,3 +394,259 @@ def test_mkdocs_build_strict(tmp_path):
     proc = subprocess.run([MKDOCS, "build", "--strict", "--site-dir", str(tmp_path / "site")], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+
+
+# ------------------------------------------------------------------------ drift: commands, outputs, defaults
+# What the docs and notebooks say about the command line, the tables the code prints and the defaults the tasks
+# declare is checked against the code itself, so a renamed flag, a new column or a changed default fails here.
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+_SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
+_PLACEHOLDER = re.compile(r"[A-Z]{2,}|^[A-Z]$|[\[\]|*<>…]|\.\.\.")
+
+
+def _notebook(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def _prose(text: str) -> str:
+    """Markdown without its fenced blocks (those are checked above)."""
+    return re.sub(r"^[ \t]*(`{3,}|~{3,}).*?^[ \t]*\1[ \t]*$", "", text, flags=re.DOTALL | re.MULTILINE)
+
+
+def _prose_sources() -> list[tuple[str, str]]:
+    """(where, markdown prose) of every doc page and every notebook's markdown cells."""
+    found = [(str(path.relative_to(ROOT)), _prose(path.read_text())) for path in DOC_FILES]
+    for path in NOTEBOOKS:
+        for i, cell in enumerate(_notebook(path)["cells"]):
+            if cell["cell_type"] == "markdown":
+                found.append((f"{path.relative_to(ROOT)} cell {i}", _prose("".join(cell["source"]))))
+    return found
+
+
+def inline_commands() -> list[tuple[str, str]]:
+    """(where, span) of every inline code span that starts with `latentcode ` in the docs and notebooks."""
+    return [(where, span) for where, text in _prose_sources() for span in _SPAN.findall(text)
+            if span.startswith("latentcode ")]
+
+
+def _flag(word: str) -> str | None:
+    """The option a word of a command names (`--out`, from `[--out`, `--out=DIR` or `--out,`), or None."""
+    match = re.match(r"^\[?(--?[A-Za-z][\w-]*)", word)
+    if match is None or "." in word.split("=")[0]:  # dotted KEY=VALUE overrides are checked by build.py
+        return None
+    return match[1]
+
+
+def command_problems(span: str) -> list[str]:
+    """What the real parser rejects in one `latentcode ...` mention: an unknown subcommand, an option the
+    subcommand does not have, or (for a mention without placeholders such as RUN or [--flag]) arguments it does
+    not accept; a mention that leaves out required arguments (`latentcode train --force`) is fine."""
+    import argparse
+    import contextlib
+    import io
+
+    from latentcode.cli import build_parser, split_overrides
+
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    words = shlex.split(span)[1:]
+    if not words:
+        return []
+    target = parser if words[0].startswith("-") else subparsers.choices.get(words[0])
+    if target is None:
+        return [f"unknown subcommand {words[0]!r} (known: {', '.join(sorted(subparsers.choices))})"]
+    problems = [f"{target.prog} has no option {flag}" for word in words
+                if (flag := _flag(word)) is not None and flag not in target._option_string_actions]
+    if problems or any(_PLACEHOLDER.search(word) for word in words):
+        return problems
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            parser.parse_args(split_overrides(words)[0])
+    except SystemExit as exit_:
+        if exit_.code not in (0, None) and "the following arguments are required" not in err.getvalue():
+            problems.append(err.getvalue().strip().splitlines()[-1])
+    return problems
+
+
+def test_every_inline_latentcode_command_is_accepted_by_the_parser():
+    mentions = inline_commands()
+    assert len(mentions) > 20, "found too few `latentcode ...` mentions: the span pattern is broken"
+    bad = [f"{where}: `{span}`: {problem}" for where, span in mentions for problem in command_problems(span)]
+    assert not bad, "inline `latentcode ...` mentions the CLI rejects:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize(("span", "problem"), [
+    pytest.param("latentcode decode RUN --no-such-flag", "has no option --no-such-flag", id="unknown-flag"),
+    pytest.param("latentcode decod RUN", "unknown subcommand 'decod'", id="unknown-subcommand"),
+    pytest.param("latentcode demo --embed tsne", "invalid choice: 'tsne'", id="bad-choice"),
+    pytest.param("latentcode demo --seeds one", "not a comma-separated list of integers", id="bad-value"),
+])
+def test_the_command_check_catches_drift(span, problem):
+    assert any(problem in p for p in command_problems(span)), command_problems(span)
+    assert command_problems("latentcode train --force") == []  # required arguments may be left out of a mention
+    assert command_problems("latentcode demo --out /tmp/demo --seeds 0,1") == []
+
+
+SPLITS = ("train", "test", "ood", "novel_terms", "cv")
+
+
+def _columns(header: str) -> frozenset[str]:
+    """A header's column titles with split names generalized (`input-only ood` -> `input-only <split>`)."""
+    out = set()
+    for column in re.split(r"\s{2,}", header.strip()):
+        for split in SPLITS:
+            if column == split:
+                column = "<split>"
+            elif column.endswith(f" {split}"):
+                column = column[: -len(split)] + "<split>"
+        out.add(column)
+    return frozenset(out)
+
+
+@pytest.fixture(scope="module")
+def current_tables() -> dict[str, tuple[bool, set[frozenset[str]]]]:
+    """What the code prints now: title prefix -> (a `reading:` line follows the title, the header column sets it
+    prints). Decoding tables come from decoding the codes of tiny untrained models of both tasks (accuracy,
+    per-term F1, ridge R²); the demo's tables from `SeedTable` for both tasks' rows."""
+    import warnings
+
+    import torch
+
+    import latentcode as lc
+    from latentcode.demo import SUMMARY_TITLE, SeedTable
+    from probes import decode_rules
+
+    tables: dict[str, tuple[bool, set[frozenset[str]]]] = {}
+    torch.manual_seed(0)
+    for task_name in ("fuzzy_logic", "sraven"):
+        task = lc.get_task(task_name)
+        codes = lc.extract_latent_codes(lc.build_model(task, "softmax", "tiny"), task, n_samples=96, progress=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            lines = decode_rules(codes, progress=False).table().splitlines()
+        for i, line in enumerate(lines):
+            if line.startswith("reading: "):
+                prefix = re.match(r"[^'(]*['(]", lines[i - 1])[0]  # "decoding '", "ridge R² (", ...
+                tables.setdefault(prefix, (True, set()))[1].add(_columns(lines[i + 1]))
+    for row in ({"variant": "x", "seed": 0, "term_f1_ood_last": 0.5}, {"variant": "x", "seed": 0}):
+        lines = SeedTable([row], metric="r2", reading="\0").table().splitlines()
+        tables.setdefault(lines[0].split("\0")[0], (False, set()))[1].add(_columns(lines[1]))
+        means = lines.index(SUMMARY_TITLE)
+        tables.setdefault(SUMMARY_TITLE, (False, set()))[1].add(_columns(lines[means + 1]))
+    return tables
+
+
+def table_drift(text: str, tables: dict[str, tuple[bool, set[frozenset[str]]]]) -> list[str]:
+    """Every table in printed output whose header the code would not print now (or that lacks its reading line)."""
+    problems = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        prefix = next((p for p in tables if line.startswith(p)), None)
+        if prefix is None:
+            continue
+        reading, headers = tables[prefix]
+        at = i + 1
+        if reading:
+            if at >= len(lines) or not lines[at].startswith("reading: "):
+                problems.append(f"{line[:60]!r}: no 'reading: ...' line under the title")
+                continue
+            at += 1
+        found = _columns(lines[at]) if at < len(lines) else frozenset()
+        if found not in headers:
+            closest = min(headers, key=lambda h: len(h ^ found))
+            problems.append(f"{line[:60]!r}: columns missing {sorted(closest - found)}, not printed now "
+                            f"{sorted(found - closest)}")
+    return problems
+
+
+def _printed_outputs(path: Path) -> list[tuple[int, str]]:
+    out = []
+    for i, cell in enumerate(_notebook(path)["cells"]):
+        for output in cell.get("outputs", []) if cell["cell_type"] == "code" else []:
+            text = output.get("text") if output.get("output_type") == "stream" else \
+                (output.get("data") or {}).get("text/plain")
+            if text:
+                out.append((i, "".join(text)))
+    return out
+
+
+# Notebooks whose saved outputs predate the floors and controls columns (issue 17). They are re-executed once the
+# fuzzy-logic seeds 1 and 2 ship; strict: the test fails once their outputs are current, so this list shrinks.
+AWAITING_RERUN = {"01_quickstart.ipynb", "02_sraven_latent_code.ipynb", "05_probe_any_model.ipynb",
+                  "06_interventions.ipynb"}
+
+
+def _notebook_params() -> list:
+    params = []
+    for path in NOTEBOOKS:
+        marks = [pytest.mark.xfail(strict=True, reason="saved outputs predate the current tables; re-execute it")] \
+            if path.name in AWAITING_RERUN else []
+        params.append(pytest.param(path, id=path.name, marks=marks))
+    return params
+
+
+@pytest.mark.parametrize("path", _notebook_params())
+def test_saved_notebook_tables_have_the_columns_the_code_prints(path, current_tables):
+    bad = [f"cell {i}: {problem}" for i, text in _printed_outputs(path) for problem in table_drift(text, current_tables)]
+    assert not bad, (f"{path.name}'s saved outputs show tables the code no longer prints; re-execute it "
+                     "(`jupyter nbconvert --to notebook --execute --inplace`):\n" + "\n".join(bad))
+
+
+def test_the_table_check_catches_a_missing_column(current_tables):
+    assert {"decoding '", "per-class probes of '", "ridge R² (", "codes read at "} <= set(current_tables)
+    stale = ("per-class probes of 'terms': mean F1 over 12 decodable classes\nreading: r\n"
+             "layer   test    ood  input-only test  input-only ood  codes − input-only test  codes − input-only ood\n")
+    (problem,) = table_drift(stale, current_tables)
+    assert "always-present <split>" in problem and "codes − input-only <split>" in problem
+    assert table_drift("decoding 'rule' (8 classes, multiclass)\nlayer  train\n", current_tables)  # no reading line
+
+
+def test_docs_state_each_tasks_default_reading():
+    """The reading table of docs/latent-codes.md lists each task's input choices and marks its default."""
+    from latentcode.tasks import TASKS
+
+    names = {"fuzzy logic": "fuzzy_logic", "SRAVEN": "sraven"}
+    listed: dict[str, list[str]] = {}
+    defaults: dict[str, str] = {}
+    task = None
+    page = (DOCS / "latent-codes.md").read_text()
+    table = page[page.index("| task | `inputs` | instances |"):].split("\n\n")[0]
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        task = names.get(cells[0], task) if cells[0] else task
+        choice = re.match(r"`(\w+)`", cells[1])[1]
+        listed.setdefault(task, []).append(choice)
+        if "(default)" in cells[1]:
+            defaults[task] = choice
+    assert set(listed) == set(TASKS), f"docs/latent-codes.md's reading table lists {sorted(listed)}"
+    for name, task_cls in TASKS.items():
+        reading = task_cls.code_reading
+        assert defaults.get(name) == reading.default_inputs, f"{name}: the docs' default is not the task's"
+        assert listed[name] == list(reading.input_names), f"{name}: the docs list other input choices"
+    # every printed reading marked (default) names a task's default inputs
+    marked = {m for _, text in _prose_sources() for m in re.findall(r"positions, (\w+) inputs \(default\)", text)}
+    marked |= {m for path in DOC_FILES for m in re.findall(r"positions, (\w+) inputs \(default\)", path.read_text())}
+    assert marked and marked <= {t.code_reading.default_inputs for t in TASKS.values()}, marked
+
+
+def _gen_tables():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_tables", DOCS / "gen_tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_readme_quotes_the_committed_demo_and_table_a1():
+    """README's demo output and Table A1 are generated blocks (docs/gen_tables.py) whose numbers are the
+    committed results', rendered by the code that prints them now."""
+    gen = _gen_tables()
+    readme = ROOT / "README.md"
+    assert readme in gen.pages()
+    text = readme.read_text()
+    demo = [m for m in gen.GENERATED.finditer(text) if "docs/demo_table.py" in m["command"]]
+    assert len(demo) == 1, "README.md lost its generated demo block"
+    assert [m["csv"] for m in gen.BLOCK.finditer(text)] == ["results/table_a1_fuzzy_logic.csv"]
+    assert gen.render(text) == text, "README.md is stale: run `python docs/gen_tables.py`"
