@@ -183,7 +183,7 @@ def test_a_fuzzy_logic_run_goes_through_extract_decode_and_figures(tmp_path, cli
     assert cli(["figures", str(run_dir), "--format", "png", "--embed", "pca"]) == 0
     assert (run_dir / "figures" / "term_f1.png").is_file()
     assert cli(["extract", str(run_dir), "--positions", "all_features"]) == 2
-    assert "SRAVEN only" in _error(capsys)
+    assert "not defined for task 'fuzzy_logic'; valid: paper" in _error(capsys)
 
 
 # ------------------------------------------------------------------------------------------------- bad input
