@@ -448,16 +448,14 @@ DEMO_PRETRAINED_TASK = "fuzzy_logic"
 """The task of the shipped checkpoints `demo` analyses by default."""
 DEMO_SETTINGS: dict[str, Any] = {
     "task": "sraven",
-    "task_params": {"permute_features": False},
     "preset": "small",
     "steps": 600,
     "batch_size": 128,
     "lr": 3e-3,
     "n_samples": 1024,
 }
-"""What `demo` trains by default, sized for about five minutes on a 2-core CPU. SRAVEN's column permutation is
-off, so small models learn the rules within minutes (with it, they sit on a plateau for thousands of steps);
-the analyses draw unpermuted instances either way, as the paper's do."""
+"""What `demo` trains by default, sized for about five minutes on a 2-core CPU, with the task's own demo parameters
+(`presets.demo_params`: SRAVEN's column permutation is off, so small models learn the rules within minutes)."""
 
 
 @renamed_kwargs(out="out_dir", n_codes="n_samples")
@@ -500,7 +498,7 @@ def demo(
         train: train small models instead of analysing the shipped checkpoints.
         variants: model variants.
         task: the task (default: fuzzy_logic for the shipped checkpoints, `DEMO_SETTINGS["task"]` with `train`).
-        task_params: task parameters when training (default: `DEMO_SETTINGS["task_params"]` for SRAVEN).
+        task_params: task parameters when training (default: the task's `presets.demo_params`).
         preset: model preset when training.
         steps: training steps per model when training.
         lr: peak learning rate when training.
@@ -574,11 +572,11 @@ def _demo_runs(out: Path, train: bool, variants: Sequence[str], task: str, task_
             pairs.append((variant, analysis_dir(source, dest)))
         return pairs
     from latentcode.config import model_config, train_config
-    from latentcode.tasks import get_task
+    from latentcode.tasks import get_task, task_presets
     from latentcode.train import train as train_model
 
     if task_params is None:
-        task_params = DEMO_SETTINGS["task_params"] if task == DEMO_SETTINGS["task"] else {}
+        task_params = dict(task_presets(task).demo_params)
     the_task = get_task(task, **{"seed": seed, **task_params})
     train_cfg = train_config(task, preset, steps=steps, warmup=max(1, steps // 10), lr=lr, eval_every=steps,
                              eval_samples=2048, log_every=max(1, steps // 20), checkpoint_every=steps, seed=seed,
@@ -593,19 +591,10 @@ def _demo_runs(out: Path, train: bool, variants: Sequence[str], task: str, task_
 
 
 def _extra_positions(task: Any) -> list[str]:
-    """Named positions other than the paper's that the task has (SRAVEN: all_features)."""
-    from latentcode.extract import POSITIONS, resolve_positions
+    """Named positions other than the paper's that the task declares (SRAVEN: all_features)."""
+    from latentcode.extract import POSITIONS, code_reading
 
-    extra = []
-    for positions in POSITIONS:
-        if positions == "paper":
-            continue
-        try:
-            resolve_positions(task, positions)
-        except ValueError:
-            continue
-        extra.append(positions)
-    return extra
+    return [name for name in code_reading(task).positions[1:] if name in POSITIONS]
 
 
 def _demo(out: str | os.PathLike, train: bool, variants: Sequence[str], task: str,
