@@ -57,7 +57,8 @@ def _add_transfer_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="transplant a donor's latent codes, layer by layer: does the answer follow the donor?",
         description="SRAVEN runs: rule transfer. Pairs whose rules differ in one feature; the donor's codes at "
         "that feature's query are transplanted; prints how often the answer becomes what the donor's rule gives "
-        "on the recipient's panels against how often it stays the recipient's. Fuzzy-logic runs: function "
+        "on the recipient's panels, beside its control (the same count with a donor that has the recipient's own "
+        "rules), against how often it stays the recipient's. Fuzzy-logic runs: function "
         "transfer. Donor and recipient share every x and differ in their terms; prints R² of the output against "
         "the donor's function and the recipient's.",
         example="latentcode transfer runs/sraven-hyla-small-s0 --out results/transfer",

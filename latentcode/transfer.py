@@ -41,6 +41,14 @@ def _one_feature_pairs(rules: torch.Tensor, generator: torch.Generator) -> tuple
     return recipient, donor[recipient]
 
 
+def _same_rule_partners(rules: torch.Tensor, of: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """For each instance in `of`, another instance with the same rule tuple (seeded choice); -1 where none."""
+    candidates = (rules[of][:, None, :] == rules[None, :, :]).all(-1)
+    candidates[torch.arange(len(of)), of] = False  # not itself
+    scores = torch.rand(candidates.shape, generator=generator) * candidates
+    return torch.where(candidates.any(dim=1), scores.argmax(dim=1), torch.full_like(of, -1))
+
+
 def rule_transfer(
     model: torch.nn.Module,
     task: Any,
@@ -61,6 +69,10 @@ def rule_transfer(
     when the donor's rule gives a defined answer on the recipient's panels (`SRaven.rule_answer`) that differs
     from the recipient's answer; the others are left out and counted.
 
+    The floor of `transfer` is `control`: the same count when the transplanted codes come from a donor with the
+    recipient's own rules (another instance of the same rule tuple), a transplant that moves the codes but no
+    rule. Whatever share of answers lands on the donor rule's answer by disruption alone shows up there.
+
     Args:
         model: a model of `task`.
         task: a task with per-feature rules: `rule_answer`, `all_features` positions, `rules` and `panels` labels
@@ -74,8 +86,9 @@ def rule_transfer(
 
     Returns:
         An `ExperimentResult` with columns `transfer` (the answer became the donor rule's: it is with the
-        transplant and was not without), `keep` (the answer is the recipient's), `clean_keep` (the recipient's
-        answer without intervention) and `n_pairs`, per layer.
+        transplant and was not without), `control` (the same, transplanting from a same-rule donor), `keep` (the
+        answer is the recipient's), `clean_keep` (the recipient's answer without intervention), `n_pairs` and
+        `n_control_pairs` (pairs whose recipient has a same-rule partner), per layer.
 
     Raises:
         ValueError: a task without what it needs, layers out of range, or no usable pair.
@@ -101,38 +114,49 @@ def rule_transfer(
         raise ValueError(f"no usable pair among {n_samples} instances; raise n_samples")
     recipient, donor, feature = recipient[keep_pairs], donor[keep_pairs], feature[keep_pairs]
     answer, own = answer[keep_pairs], own[keep_pairs]
+    same_rule = _same_rule_partners(rules, recipient, generator)  # drawn after the donors: they stay as before
+    controlled = same_rule >= 0
+    counts["without_control"] = int((~controlled).sum())
     rows = []
     for name, chosen in layer_bar(layer_choices(model, layers), "rule transfer", progress):
         predictions = torch.empty(len(recipient), dtype=torch.long)
         clean = torch.empty(len(recipient), dtype=torch.long)
+        placebo = torch.full((len(recipient),), -1, dtype=torch.long)
         for f in range(n_features):
             at = torch.nonzero(feature == f).squeeze(1)
             if not len(at):
                 continue
-            result = transplant(
-                model, task, take(batch, recipient[at]), take(batch, donor[at]), layers=chosen,
-                positions={"query": views.query[f].tolist(), "key": views.key[f].tolist()}, whole_row=whole_row,
-            )
+            positions = {"query": views.query[f].tolist(), "key": views.key[f].tolist()}
+            result = transplant(model, task, take(batch, recipient[at]), take(batch, donor[at]), layers=chosen,
+                                positions=positions, whole_row=whole_row)
             predictions[at] = result.prediction[:, f].cpu()
             clean[at] = result.clean_prediction[:, f].cpu()
+            at = at[controlled[at]]
+            if len(at):
+                result = transplant(model, task, take(batch, recipient[at]), take(batch, same_rule[at]),
+                                    layers=chosen, positions=positions, whole_row=whole_row)
+                placebo[at] = result.prediction[:, f].cpu()
         became = (predictions == answer) & (clean != answer)
-        transfer = float(became.float().mean())
-        keep = float((predictions == own).float().mean())
-        rows.append({"layer": name, "transfer": transfer, "keep": keep,
-                     "clean_keep": float((clean == own).float().mean()), "n_pairs": len(recipient)})
+        by_chance = (placebo == answer) & (clean != answer)
+        rows.append({"layer": name, "transfer": float(became.float().mean()),
+                     "control": float(by_chance[controlled].float().mean()) if controlled.any() else float("nan"),
+                     "keep": float((predictions == own).float().mean()),
+                     "clean_keep": float((clean == own).float().mean()), "n_pairs": len(recipient),
+                     "n_control_pairs": int(controlled.sum())})
     return ExperimentResult(
         name="rule_transfer",
         task=task.name,
         variant=variant_name(model),
-        columns=["transfer", "keep", "clean_keep", "n_pairs"],
+        columns=["transfer", "control", "keep", "clean_keep", "n_pairs", "n_control_pairs"],
         rows=rows,
         counts=counts,
         params={"n_samples": n_samples, "split": split, "seed": seed, "whole_row": whole_row},
         description=(
             "transfer: share of pairs whose answer at the differing feature becomes the donor rule's answer on "
-            "the recipient's panels (and was not before); keep: the answer is the recipient's; clean_keep: the "
-            "recipient's answer without intervention. Pairs whose donor-rule answer is undefined or equals the "
-            "recipient's are left out (counts)."
+            "the recipient's panels (and was not before); control: the same share when the codes come from a "
+            "donor with the recipient's own rules (its floor); keep: the answer is the recipient's; clean_keep: "
+            "the recipient's answer without intervention. Pairs whose donor-rule answer is undefined or equals "
+            "the recipient's are left out (counts)."
         ),
     )
 

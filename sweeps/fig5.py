@@ -320,13 +320,15 @@ def table_similarity(base: str, names: list[str]) -> list[str]:
 
 
 def table_transfer(base: str, names: list[str]) -> list[str]:
-    lines = ["| model | split | layer transplanted | follows the donor's rule | keeps the recipient's answer | "
-             "recipient's answer unpatched | pairs |", "|---|---|---|---|---|---|---|"]
+    lines = ["| model | split | layer transplanted | follows the donor's rule | same, from a same-rule donor "
+             "(control) | keeps the recipient's answer | recipient's answer unpatched | pairs |",
+             "|---|---|---|---|---|---|---|---|"]
     for s, folder in _models(base, names):
         for suffix, split in (("", "test"), ("_ood", "ood")):
             for r in _csv(folder / f"rule_transfer{suffix}.csv"):
-                lines.append(f"| {_who(s)} | {split} | {r['layer']} | {_f(r['transfer'])} | {_f(r['keep'])} | "
-                             f"{_f(r['clean_keep'])} | {r['n_pairs']} |")
+                control = _f(r["control"]) if r.get("control") else "–"  # results written before the control
+                lines.append(f"| {_who(s)} | {split} | {r['layer']} | {_f(r['transfer'])} | {control} | "
+                             f"{_f(r['keep'])} | {_f(r['clean_keep'])} | {r['n_pairs']} |")
     return lines
 
 
@@ -353,7 +355,8 @@ def table_claims(base: str, names: list[str]) -> list[str]:
         ("5F: best in later layers", "layer with the best OOD accuracy; yes if in the second half"),
         ("5F: and not because the probe memorises inputs", "that layer's control-task selectivity; yes if > 0.05"),
         ("Rule transfer: the donor's codes carry the donor's rule", "share of OOD pairs whose answer becomes the "
-         "donor rule's, all layers transplanted; floor ≈ 0.125 (a uniform answer); yes if > 0.25"),
+         "donor rule's, all layers transplanted, minus the same share with a same-rule donor (the control); "
+         "yes if > 0.1"),
     ]
     lines = ["| paper's claim | criterion | " + " | ".join(_who(s) for s, _ in models) + " |",
              "|---|---|" + "---|" * len(models)]
@@ -380,8 +383,9 @@ def table_claims(base: str, names: list[str]) -> list[str]:
                         f"{len(single)})")
         selectivity = ood["codes"][best] - d["controls"]["control_task"]["ood"][best]
         cells[5].append(f"{'yes' if selectivity > 0.05 else 'no'} ({selectivity:+.3f})")
-        transfer = {r["layer"]: float(r["transfer"]) for r in _csv(folder / "rule_transfer_ood.csv")}["all"]
-        cells[6].append(f"{'yes' if transfer > 0.25 else 'no'} ({transfer:.3f})")
+        row = {r["layer"]: r for r in _csv(folder / "rule_transfer_ood.csv")}["all"]
+        transfer, control = float(row["transfer"]), float(row.get("control") or "nan")
+        cells[6].append(f"{'yes' if transfer - control > 0.1 else 'no'} ({transfer:.3f}, control {control:.3f})")
     for (claim, criterion), row in zip(claims, cells, strict=True):
         lines.append(f"| {claim} | {criterion} | " + " | ".join(row) + " |")
     return lines

@@ -20,7 +20,7 @@ from latentcode.experiments import (
 from latentcode.model import build_model
 from latentcode.tasks import FuzzyLogic, SRaven, get_task
 from latentcode.train import train
-from latentcode.transfer import _one_feature_pairs
+from latentcode.transfer import _one_feature_pairs, _same_rule_partners
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -53,12 +53,21 @@ def test_one_feature_pairs_differ_in_exactly_one_feature():
     assert ((rules[recipient] != rules[donor]).sum(1) == 1).all()
 
 
+def test_same_rule_partners_share_every_rule_and_are_never_the_instance_itself():
+    rules = torch.tensor([[0, 1, 2, 3], [0, 1, 2, 3], [0, 1, 2, 3], [0, 1, 2, 5], [4, 4, 4, 4]])
+    partner = _same_rule_partners(rules, torch.tensor([0, 1, 2, 3]), torch.Generator().manual_seed(0))
+    assert partner[0] in (1, 2) and partner[1] in (0, 2) and partner[2] in (0, 1)
+    assert partner[3] == -1  # no other instance has rules (0, 1, 2, 5)
+
+
 def test_rule_transfer_of_a_model_that_ignores_its_codes_is_zero(sraven_model):
     task, model = sraven_model
     result = rule_transfer(_ignores_codes(build_model(task, "hyla", "tiny").eval()), task, n_samples=256,
                            progress=False)
     assert result.column("transfer").tolist() == [0.0, 0.0, 0.0]
+    assert result.column("control").tolist() == [0.0, 0.0, 0.0]  # a same-rule donor moves nothing either
     assert result.column("keep").tolist() == result.column("clean_keep").tolist()
+    assert 0 < result.column("n_control_pairs")[0] == counts_pairs_with_partner(task, 256)
     counts = result.counts
     assert counts["without_partner"] + counts["undefined"] + counts["same_answer"] + counts["pairs"] == 256
     assert result.column("n_pairs").tolist() == [counts["pairs"]] * 3
@@ -66,6 +75,21 @@ def test_rule_transfer_of_a_model_that_ignores_its_codes_is_zero(sraven_model):
     assert reads.column("transfer").max() > 0  # the same pairs move a model that reads its codes
     assert [row["layer"] for row in reads.rows] == ["0", "1", "all"]
     assert rule_transfer(model, task, n_samples=256, layers=[1], progress=False).rows == [reads.rows[1]]
+
+
+def counts_pairs_with_partner(task, n_samples):
+    """Kept pairs whose recipient has another instance with its exact rule tuple, counted from the batch alone."""
+    from latentcode.transfer import _one_feature_pairs as pairs
+
+    batch = task.sample(n_samples, "test", seed=0, unpermuted=True)
+    rules = batch.labels["rules"]
+    recipient, donor = pairs(rules, torch.Generator().manual_seed(0))
+    feature = (rules[recipient] != rules[donor]).int().argmax(dim=1)
+    grid = batch.labels["panels"][recipient, :, :, feature]
+    answer, defined = task.rule_answer(grid, rules[donor, feature])
+    kept = recipient[defined & (answer != batch.y[recipient, feature])]
+    twins = (rules[kept][:, None, :] == rules[None, :, :]).all(-1).sum(1) > 1
+    return int(twins.sum())
 
 
 def test_function_transfer_and_ablation_of_a_model_that_ignores_its_codes_change_nothing():
