@@ -36,9 +36,11 @@ STASH = ROOT / "checkpoints" / "in-progress"
 LOGS = ROOT / "runs" / "logs"
 LOCKS = RUNS / ".locks"
 """One lock file per run, held by the lane training it (beside the run directories, never inside one)."""
-FUZZY = [f"fuzzy_logic-{v}-s{s}-frac0.7" for s in (1, 2) for v in ("softmax", "linear", "hyla")]
+FUZZY = ["fuzzy_logic-softmax-s1-frac0.7", "fuzzy_logic-linear-s1-frac0.7", "fuzzy_logic-hyla-s1-frac0.7",
+         "fuzzy_logic-hyla-s2-frac0.7", "fuzzy_logic-softmax-s2-frac0.7", "fuzzy_logic-linear-s2-frac0.7"]
 """Table A1's fuzzy-logic seeds 1 and 2 (issue 17 ships every seed), retrained as 0.1 trained them (exact GELU,
-the v0.1 schedule): their OOD R² must equal results/table_a1_fuzzy_logic.csv."""
+the v0.1 schedule): their OOD R² must equal results/table_a1_fuzzy_logic.csv. The two HYLA runs (the slowest)
+go side by side, so both lanes finish at about the same time."""
 QUEUE = [*FUZZY, "sraven-softmax-s0", "sraven-hyla-s0", "sraven-linear-s0", "sraven-hyla-s1", "sraven-hyla-s2",
          "sraven-softmax-s1", "sraven-softmax-s2", "sraven-linear-s1", "sraven-linear-s2"]
 """The six short fuzzy-logic runs first (about 45 core-minutes each; issue 17 cannot close without them, and they
