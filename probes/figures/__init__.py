@@ -5,24 +5,17 @@ returns a matplotlib `Figure` and its `plotly()` a plotly `Figure`, both from th
 writes png/svg/pdf (matplotlib) and standalone html (plotly). Nothing here computes analyses or calls
 `plt.show()`; plotly PNG export (kaleido + Chrome) is deliberately not used.
 
-The families live in submodules: `decoding` (accuracy per layer, per-term F1), `codes` (embeddings, rule
-similarity, mean-code heatmaps), `runs` (metric per variant, training curves), `emergence` (rule decoding over
+The families live in submodules: `decoding` (accuracy per layer, per-term F1), `embedding` (2-D embeddings), `codes`
+(rule similarity, mean-code heatmaps), `runs` (metric per variant, training curves), `emergence` (rule decoding over
 training) and `save`; `_base` holds what they share; `experiments` draws the tables of the intervention
 experiments. Import from `probes.figures` (or
 `probes`), not from the submodules.
 """
 
 from probes.figures._base import CONSTANT_TEXT, INTERACTIVE_FORMATS, STATIC_FORMATS, code_value_label
-from probes.figures.codes import (
-    CodeHeatmapFigure,
-    EmbeddingFigure,
-    EmbeddingPanel,
-    SimilarityFigure,
-    code_heatmap_figure,
-    embedding_figure,
-    similarity_figure,
-)
+from probes.figures.codes import CodeHeatmapFigure, SimilarityFigure, code_heatmap_figure, similarity_figure
 from probes.figures.decoding import DecodingFigure, TermF1Figure, decoding_figure, term_f1_figure
+from probes.figures.embedding import EmbeddingFigure, EmbeddingPanel, embedding_figure
 from probes.figures.emergence import EmergenceFigure, emergence_figure
 from probes.figures.experiments import ExperimentFigure, experiment_figure
 from probes.figures.runs import TrainingCurvesFigure, VariantFigure, training_curves_figure, variant_figure
