@@ -15,8 +15,9 @@ import torch
 
 from latentcode.config import model_config, train_config
 from latentcode.model import Transformer
+from latentcode.optim import build_optimizer
 from latentcode.tasks import get_task
-from latentcode.train import build_optimizer, step_seeds
+from latentcode.train_step import step_seeds
 
 
 def measure(variant: str, compiled: bool, steps: int, seq_len: int) -> tuple[float, float]:

@@ -29,7 +29,8 @@ import latentcode
 from latentcode.config import model_config, train_config
 from latentcode.ensemble import train_ensemble
 from latentcode.tasks import get_task
-from latentcode.train import resolve_device, train
+from latentcode.train import train
+from latentcode.train_step import resolve_device
 
 
 def _steps_per_s(metrics: list[dict], batch_size: int) -> float:

@@ -22,8 +22,9 @@ import torch
 from latentcode._allocator import keep_freed_memory
 from latentcode.config import VARIANTS, model_config, train_config
 from latentcode.model import Transformer
+from latentcode.optim import build_optimizer, lr_at
 from latentcode.tasks import get_task
-from latentcode.train import build_optimizer, lr_at, make_train_step, step_seeds
+from latentcode.train_step import make_train_step, step_seeds
 
 JAX_REFERENCE = {  # steps/s of the authors' JAX code on this 2-core CPU, batch 128
     ("sraven", "softmax"): 4.9, ("sraven", "linear"): 6.3, ("sraven", "hyla"): 3.3,

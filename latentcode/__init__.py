@@ -16,7 +16,7 @@ from typing import Any
 from latentcode._version import __version__
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "latentcode.analysis": ("decode_run", "ensure_codes", "extract_run", "figures_run", "load_codes", "report_runs"),
+    "latentcode.analysis": ("decode_run", "extract_run", "figures_run"),
     "latentcode.checkpoint": ("CheckpointError", "Run", "load_run"),
     "latentcode.config": (
         "MODEL_PRESETS", "TRAIN_PRESETS", "VARIANTS", "ModelConfig", "TrainConfig", "model_config", "train_config"
@@ -25,6 +25,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "latentcode.diagnostics": ("value_live_fraction",),
     "latentcode.emergence": ("rule_emergence",),
     "latentcode.ensemble": ("can_ensemble", "train_ensemble"),
+    "latentcode.evaluate": ("evaluate",),
     "latentcode.experiments": (
         "ExperimentResult", "function_transfer", "mean_ablation", "rule_transfer", "run_experiment"
     ),
@@ -38,11 +39,13 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "latentcode.patching": ("Ablate", "Edit", "Site", "Steer", "Transplant", "Zero", "intervene"),
     "latentcode.pretrained": ("list_pretrained", "load_pretrained", "pretrained_seeds"),
     "latentcode.results": ("collect_results", "summarize"),
+    "latentcode.run_codes": ("ensure_codes", "load_codes"),
+    "latentcode.run_report": ("report_runs",),
     "latentcode.tasks": (
         "TASKS", "Batch", "CodeReading", "CompositionalTask", "FuzzyLogic", "InputChoice", "SRaven", "Task",
         "TaskPresets", "get_task", "register_task", "task_from_dict", "unregister_task"
     ),
-    "latentcode.train": ("NonFiniteLossError", "evaluate", "train"),
+    "latentcode.train": ("NonFiniteLossError", "train"),
 }  # fmt: skip
 """The module each public name is imported from."""
 

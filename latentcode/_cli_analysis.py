@@ -241,7 +241,7 @@ def _add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 @_constant_codes_as_log_lines
 def _cmd_report(args: argparse.Namespace) -> int:
-    from latentcode.analysis import report_runs
+    from latentcode.run_report import report_runs
 
     path = report_runs(args.runs, args.out, positions=args.positions, inputs=args.inputs, title=args.title,
                        embed_method=args.embed, device=args.device, progress=args.progress)

@@ -155,8 +155,8 @@ def _add_emergence_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _cmd_emergence(args: argparse.Namespace) -> int:
     import matplotlib.pyplot as plt
 
-    from latentcode.checkpoint import list_snapshots
     from latentcode.emergence import rule_emergence, write_emergence
+    from latentcode.weights import list_snapshots
     from probes.figures import emergence_figure, save_figure
 
     if args.n_samples <= 0:

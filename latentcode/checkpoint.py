@@ -1,43 +1,29 @@
-"""The run directory: save and load a trained model with its configs, optimizer state and metrics.
+"""The run directory as a whole: `RunConfig` (config.json), metrics.jsonl, and `Run`, which `train()` returns and
+`load_run` reads back.
 
 A run directory holds `config.json`, `model.safetensors`, `train_state.safetensors` + `train_state.json` and
-`metrics.jsonl` (names in `latentcode.constants`). Every write goes through `rundir.py`'s atomic writes, which also
-keep the manifest `--force` reads. Nothing is pickled and nothing is read with `torch.load`. The training loop is
-in `train.py`.
+`metrics.jsonl` (names in `latentcode.constants`). The weights are read and written by `weights.py`, the resume
+state (optimizer, RNG, loop scalars) by `train_state.py`; every write goes through `rundir.py`'s atomic writes, which
+also keep the manifest `--force` reads. The training loop is in `train.py`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import os
-import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load as load_safetensors
-from safetensors.torch import save as save_safetensors
-from torch import Tensor
 
 from latentcode._version import __version__
 from latentcode.config import ModelConfig, TrainConfig
-from latentcode.constants import (
-    CONFIG_FILE,
-    METRICS_FILE,
-    MODEL_FILE,
-    RUN_KIND,
-    SNAPSHOTS_DIR,
-    TRAIN_STATE_FILE,
-    TRAIN_STATE_META_FILE,
-)
+from latentcode.constants import CONFIG_FILE, METRICS_FILE, RUN_KIND
 from latentcode.model import Transformer
-from latentcode.rundir import (  # noqa: F401 (the file helpers moved to rundir.py; importable here as before)
+from latentcode.rundir import (  # noqa: F401 (the file helpers moved to rundir.py in 0.2; importable here as before)
     RUN_FILES,
     TRAIN_HINT,
     CheckpointError,
@@ -54,16 +40,10 @@ from latentcode.rundir import (  # noqa: F401 (the file helpers moved to rundir.
     remove_stale_temp_files,
 )
 from latentcode.tasks.base import Task, task_from_dict
+from latentcode.weights import load_model_weights, save_model
+from probes._compat import renamed_kwargs
 
 logger = logging.getLogger(__name__)
-
-TRAIN_STATE_KIND = "latentcode.train_state"
-"""Discriminator of `train_state.json`."""
-
-
-def _jsonable(data: Any) -> Any:
-    """Tuples become lists, as a JSON round trip does, so configs compare equal before and after saving."""
-    return json.loads(json.dumps(data))
 
 
 # ------------------------------------------------------------------------------------------------------- configs
@@ -115,7 +95,8 @@ class RunConfig:
                     ignore_model: tuple[str, ...] = ()) -> list[str]:
         """Human-readable differences between two run configs (`section.key: a != b`), leaving out the train
         fields in `ignore_train` and the model fields in `ignore_model`."""
-        mine, theirs = _jsonable(self.to_dict()), _jsonable(other.to_dict())
+        # tuples become lists, as a JSON round trip does, so configs compare equal before and after saving
+        mine, theirs = (json.loads(json.dumps(d)) for d in (self.to_dict(), other.to_dict()))
         diffs = []
         for section in ("model", "task", "train"):
             a, b = mine[section], theirs[section]
@@ -147,295 +128,6 @@ def _short(value: Any) -> str:
 
 
 # --------------------------------------------------------------------------------------------------------- model
-def _tensors_for_save(tensors: dict[str, Tensor]) -> dict[str, Tensor]:
-    """Detached, contiguous CPU copies; tensors sharing storage (tied weights) are cloned apart for safetensors."""
-    out, seen = {}, set()
-    for name, t in tensors.items():
-        t = t.detach().to("cpu").contiguous()
-        ptr = t.untyped_storage().data_ptr() if t.numel() else None
-        if ptr is not None and ptr in seen:
-            t = t.clone()
-        elif ptr is not None:
-            seen.add(ptr)
-        out[name] = t
-    return out
-
-
-def _sha16(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()[:16]
-
-
-def file_hash(path: str | os.PathLike) -> str:
-    """First 16 hex characters of the sha256 of a file (a run's `checkpoint_hash` is this of model.safetensors)."""
-    return _sha16(Path(path).read_bytes())
-
-
-def save_model(model: torch.nn.Module, run_dir: str | os.PathLike, *, step: int) -> str:
-    """Write the model's weights to `model.safetensors` atomically.
-
-    Returns:
-        The checkpoint hash (sha256 of the file, first 16 hex characters).
-    """
-    data = save_safetensors(_tensors_for_save(model.state_dict()), metadata={"step": str(step)})
-    atomic_write_bytes(Path(run_dir) / MODEL_FILE, data)
-    return _sha16(data)
-
-
-def snapshot_dir(run_dir: str | os.PathLike, step: int) -> Path:
-    """Where the snapshot of `step` lives: `RUN/snapshots/step-NNNNNN/`, itself a loadable run directory."""
-    return Path(run_dir) / SNAPSHOTS_DIR / f"step-{step:06d}"
-
-
-def save_snapshot(model: torch.nn.Module, run_dir: str | os.PathLike, *, step: int) -> Path:
-    """Keep the weights of `step` as a run directory of their own (the run's config.json and model.safetensors),
-    which `Run.load` and every analysis read like any run."""
-    folder = snapshot_dir(run_dir, step)
-    folder.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(folder / CONFIG_FILE, (Path(run_dir) / CONFIG_FILE).read_bytes())
-    save_model(model, folder, step=step)
-    return folder
-
-
-def list_snapshots(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
-    """(step, folder) of every snapshot a run kept, by step."""
-    root = Path(run_dir) / SNAPSHOTS_DIR
-    found = []
-    for folder in root.glob("step-*") if root.is_dir() else ():
-        if (folder / MODEL_FILE).is_file() and folder.name[5:].isdigit():
-            found.append((int(folder.name[5:]), folder))
-    return sorted(found)
-
-
-def _read_safetensors(path: Path) -> tuple[dict[str, Tensor], dict[str, str], str]:
-    """Tensors (on CPU), metadata and hash of one safetensors file, with errors naming the file."""
-    _require_file(path)
-    data = path.read_bytes()
-    try:
-        tensors = load_safetensors(data)
-        header_len = int.from_bytes(data[:8], "little")
-        metadata = json.loads(data[8 : 8 + header_len]).get("__metadata__", {})
-    except (SafetensorError, ValueError) as e:
-        raise CheckpointError(f"{path} cannot be read ({e}); the file is truncated or corrupt") from e
-    return tensors, metadata, _sha16(data)
-
-
-def _check_state_dict(path: Path, tensors: dict[str, Tensor], expected: dict[str, Tensor]) -> None:
-    missing = sorted(set(expected) - set(tensors))
-    unexpected = sorted(set(tensors) - set(expected))
-    shapes = [
-        f"{k}: file {tuple(tensors[k].shape)} vs config {tuple(expected[k].shape)}"
-        for k in sorted(set(tensors) & set(expected))
-        if tensors[k].shape != expected[k].shape
-    ]
-    dtypes = [
-        f"{k}: file {tensors[k].dtype} vs model {expected[k].dtype}"
-        for k in sorted(set(tensors) & set(expected))
-        if tensors[k].shape == expected[k].shape and tensors[k].dtype != expected[k].dtype
-    ]
-    problems = []
-    if missing:
-        problems.append(f"missing keys {missing[:8]}{' ...' if len(missing) > 8 else ''}")
-    if unexpected:
-        problems.append(f"unexpected keys {unexpected[:8]}{' ...' if len(unexpected) > 8 else ''}")
-    if shapes:
-        problems.append("shape mismatch " + "; ".join(shapes[:8]))
-    if dtypes:
-        problems.append("dtype mismatch " + "; ".join(dtypes[:8]))
-    if problems:
-        raise CheckpointError(
-            f"{path} does not match the model described by {path.parent / CONFIG_FILE}: " + ", ".join(problems)
-        )
-
-
-def load_model_weights(model: torch.nn.Module, run_dir: str | os.PathLike) -> tuple[int, str]:
-    """Load `model.safetensors` into `model` after checking keys, shapes and dtypes against it.
-
-    Returns:
-        (step the weights were saved at, checkpoint hash).
-
-    Raises:
-        FileNotFoundError: the file is missing.
-        CheckpointError: the file is truncated/corrupt or does not match the model.
-    """
-    path = Path(run_dir) / MODEL_FILE
-    tensors, metadata, digest = _read_safetensors(path)
-    _check_state_dict(path, tensors, model.state_dict())
-    model.load_state_dict(tensors, strict=True)
-    return int(metadata.get("step", -1)), digest
-
-
-# --------------------------------------------------------------------------------------------------- train state
-@dataclass(kw_only=True)
-class TrainState:
-    """The scalars of a resumable checkpoint (`train_state.json`); tensors go to `train_state.safetensors`."""
-
-    step: int
-    """Optimizer steps completed."""
-    finished: bool
-    """True for the final checkpoint (step == TrainConfig.steps)."""
-    metrics_lines: int
-    """Lines of metrics.jsonl written up to this checkpoint; later lines are dropped on resume."""
-    pending_losses: list[float]
-    """Training losses since the last train line of metrics.jsonl (they belong to the next one)."""
-    elapsed_s: float
-    """Wall-clock seconds spent in training so far."""
-    world_size: int = 1
-    """Processes that trained the run (the global batch is split across them)."""
-    model_hash: str = ""
-    """Hash of model.safetensors written with this state (checks the files belong together)."""
-    rng: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """Python, numpy and torch RNG states as JSON lists."""
-
-
-def capture_rng() -> dict[str, Any]:
-    """The python, numpy, torch (and CUDA) global RNG states as JSON-safe lists."""
-    version, mt, gauss = random.getstate()
-    name, keys, pos, has_gauss, cached = np.random.get_state()
-    state = {
-        "python": [version, list(mt), gauss],
-        "numpy": [name, keys.tolist(), int(pos), int(has_gauss), float(cached)],
-        "torch": torch.get_rng_state().tolist(),
-    }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = [s.tolist() for s in torch.cuda.get_rng_state_all()]
-    return state
-
-
-def restore_rng(state: dict[str, Any]) -> None:
-    """Inverse of `capture_rng`; missing entries are left as they are."""
-    if "python" in state:
-        version, mt, gauss = state["python"]
-        random.setstate((version, tuple(mt), gauss))
-    if "numpy" in state:
-        name, keys, pos, has_gauss, cached = state["numpy"]
-        np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
-    if "torch" in state:
-        torch.set_rng_state(torch.tensor(state["torch"], dtype=torch.uint8))
-    if "cuda" in state and torch.cuda.is_available():
-        states = [torch.tensor(s, dtype=torch.uint8) for s in state["cuda"]]
-        if len(states) == torch.cuda.device_count():
-            torch.cuda.set_rng_state_all(states)
-
-
-def _optimizer_param_names(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> list[str]:
-    """Parameter names in the optimizer's own order (the order its state_dict indexes them by)."""
-    name_of = {id(p): name for name, p in model.named_parameters()}
-    return [name_of[id(p)] for group in optimizer.param_groups for p in group["params"]]
-
-
-def _flatten_optimizer(optimizer: torch.optim.Optimizer, names: list[str]) -> tuple[dict[str, Tensor], dict]:
-    sd = optimizer.state_dict()
-    tensors, scalars = {}, {}
-    for index, state in sd["state"].items():
-        for key, value in state.items():
-            if isinstance(value, Tensor):
-                tensors[f"state.{names[index]}.{key}"] = value
-            else:
-                scalars.setdefault(str(index), {})[key] = value
-    groups = []
-    for group in sd["param_groups"]:
-        for key, value in group.items():
-            if isinstance(value, Tensor):
-                raise TypeError(f"optimizer hyperparameter {key!r} is a tensor; only Python scalars are saved")
-        groups.append(_jsonable(group))
-    return tensors, {"param_names": names, "param_groups": groups, "scalars": scalars}
-
-
-def _unflatten_optimizer(tensors: dict[str, Tensor], meta: dict, names: list[str], source: Path) -> dict:
-    if meta["param_names"] != names:
-        raise CheckpointError(f"{source}: the optimizer was saved for other parameters than this model has")
-    index = {name: i for i, name in enumerate(names)}
-    state: dict[int, dict[str, Any]] = {}
-    for key, value in tensors.items():
-        if not key.startswith("state."):
-            continue
-        name, slot = key[len("state.") :].rsplit(".", 1)
-        if name not in index:
-            raise CheckpointError(f"{source}: optimizer state for unknown parameter {name!r}")
-        state.setdefault(index[name], {})[slot] = value
-    for i, extra in meta.get("scalars", {}).items():
-        state.setdefault(int(i), {}).update(extra)
-    groups = [{k: tuple(v) if k == "betas" else v for k, v in g.items()} for g in meta["param_groups"]]
-    return {"state": state, "param_groups": groups}
-
-
-def save_checkpoint(
-    run_dir: str | os.PathLike,
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    state: TrainState,
-) -> str:
-    """Write a resumable checkpoint: model.safetensors, train_state.safetensors, then train_state.json.
-
-    train_state.json goes last: it is the record that the checkpoint is complete.
-
-    Returns:
-        The checkpoint hash of model.safetensors.
-    """
-    run_dir = Path(run_dir)
-    names = _optimizer_param_names(model, optimizer)
-    tensors, opt_meta = _flatten_optimizer(optimizer, names)
-    state.model_hash = save_model(model, run_dir, step=state.step)
-    data = save_safetensors(_tensors_for_save(tensors), metadata={"step": str(state.step)})
-    atomic_write_bytes(run_dir / TRAIN_STATE_FILE, data)
-    meta = {"kind": TRAIN_STATE_KIND, "version": __version__, **dataclasses.asdict(state), "optimizer": opt_meta}
-    atomic_write_json(run_dir / TRAIN_STATE_META_FILE, meta, indent=None)
-    return state.model_hash
-
-
-def read_train_state(run_dir: str | os.PathLike) -> TrainState | None:
-    """The scalars of the last checkpoint, or None when the run has none yet."""
-    path = Path(run_dir) / TRAIN_STATE_META_FILE
-    if not path.exists():
-        return None
-    data = _read_json(path)
-    if not isinstance(data, dict) or data.get("kind") != TRAIN_STATE_KIND:
-        raise CheckpointError(f"{path} is not a latentcode train state (kind={data.get('kind')!r})")
-    fields = {f.name for f in dataclasses.fields(TrainState)}
-    return TrainState(**{k: v for k, v in data.items() if k in fields})
-
-
-def load_checkpoint(
-    run_dir: str | os.PathLike,
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-) -> TrainState:
-    """Restore model weights and optimizer state from the last checkpoint (RNG states are returned, not set).
-
-    Raises:
-        FileNotFoundError: a checkpoint file is missing.
-        CheckpointError: a file is corrupt, or the files belong to different checkpoints.
-    """
-    run_dir = Path(run_dir)
-    state = read_train_state(run_dir)
-    if state is None:
-        raise FileNotFoundError(f"no checkpoint in {run_dir} (missing {TRAIN_STATE_META_FILE})")
-    meta = _read_json(run_dir / TRAIN_STATE_META_FILE)
-    step, digest = load_model_weights(model, run_dir)
-    path = run_dir / TRAIN_STATE_FILE
-    tensors, metadata, _ = _read_safetensors(path)
-    opt_step = int(metadata.get("step", -1))
-    if not (step == opt_step == state.step) or digest != state.model_hash:
-        raise CheckpointError(
-            f"checkpoint files in {run_dir} disagree ({MODEL_FILE} at step {step}, {TRAIN_STATE_FILE} at step "
-            f"{opt_step}, {TRAIN_STATE_META_FILE} at step {state.step}): the process was killed while writing "
-            "them; start over with --force"
-        )
-    names = _optimizer_param_names(model, optimizer)
-    # load_state_dict moves state tensors to their parameters' device (and keeps `step` where torch wants it)
-    optimizer.load_state_dict(_unflatten_optimizer(tensors, meta["optimizer"], names, path))
-    return state
-
-
-def is_finished(run_dir: str | os.PathLike) -> bool:
-    """True when the run directory holds its final checkpoint."""
-    try:
-        state = read_train_state(run_dir)
-    except (CheckpointError, FileNotFoundError):
-        return False
-    return state is not None and state.finished
-
-
 # ------------------------------------------------------------------------------------------------------- metrics
 def read_metrics(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
     """Every record of metrics.jsonl (a half-written last line from a killed process is skipped)."""
@@ -505,14 +197,15 @@ class Run:
         found = [m for m in self.metrics if m.get("split") == split]
         return found[-1] if found else None
 
-    def save(self, path: str | os.PathLike) -> Run:
-        """Write this run's config, weights and metrics to `path` (no optimizer state: the copy can be loaded
+    @renamed_kwargs(path="run_dir")
+    def save(self, run_dir: str | os.PathLike) -> Run:
+        """Write this run's config, weights and metrics to `run_dir` (no optimizer state: the copy can be loaded
         and analysed, not resumed).
 
         Returns:
-            The run as it lives at `path`.
+            The run as it lives at `run_dir`.
         """
-        path = Path(path)
+        path = Path(run_dir)
         path.mkdir(parents=True, exist_ok=True)
         self.config.save(path)
         digest = save_model(self.model, path, step=self.step)
@@ -520,18 +213,19 @@ class Run:
         return dataclasses.replace(self, path=path, checkpoint_hash=digest)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, device: str | torch.device = "cpu") -> Run:
+    @renamed_kwargs(path="run_dir")
+    def load(cls, run_dir: str | os.PathLike, device: str | torch.device = "cpu") -> Run:
         """Load a run directory: config, model weights (checked against the config) and metrics.
 
         Args:
-            path: the run directory.
+            run_dir: the run directory (`path=`, its name before 0.2, still works with a DeprecationWarning).
             device: where to put the model.
 
         Raises:
             FileNotFoundError: no run there (missing directory, config.json or model.safetensors).
             CheckpointError: a file is corrupt, foreign, or does not match the config.
         """
-        path = Path(path)
+        path = Path(run_dir)
         config = RunConfig.load(path)
         model = Transformer(config.model)
         step, digest = load_model_weights(model, path)
@@ -540,6 +234,7 @@ class Run:
                    checkpoint_hash=digest)
 
 
-def load_run(path: str | os.PathLike, device: str | torch.device = "cpu") -> Run:
+@renamed_kwargs(path="run_dir")
+def load_run(run_dir: str | os.PathLike, device: str | torch.device = "cpu") -> Run:
     """Load a run directory (see `Run.load`)."""
-    return Run.load(path, device=device)
+    return Run.load(run_dir, device=device)

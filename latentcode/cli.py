@@ -47,14 +47,10 @@ missing files, read-only folders and a full disk: each names the path."""
 
 # ----------------------------------------------------------------------------------------------- printing
 def _format_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
-    def cell(value: Any) -> str:
-        return f"{value:.4f}" if isinstance(value, float) else str(value)
+    from probes.tables import align_columns, format_cell
 
-    cells = [[cell(r.get(c, "")) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
-    return "\n".join(line.rstrip() for line in lines)
+    cells = [[format_cell(r.get(c, ""), ".4f") for c in columns] for r in rows]
+    return "\n".join(align_columns([columns, *cells]))
 
 
 def _metrics_table(results: dict[str, dict[str, float]]) -> str:
@@ -202,7 +198,8 @@ def _add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _cmd_eval(args: argparse.Namespace) -> int:
     from latentcode.checkpoint import load_run
     from latentcode.diagnostics import LIVE_KEY, format_live_fraction, run_value_live_fraction
-    from latentcode.train import LIVE_SAMPLES, evaluate, resolve_device
+    from latentcode.evaluate import LIVE_SAMPLES, evaluate
+    from latentcode.train_step import resolve_device
 
     run = load_run(args.run, device=resolve_device(args.device))
     cfg = run.config.train
@@ -300,7 +297,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     grid = load_grid(args.grid)
     results = run_sweep(grid, jobs=args.jobs, launcher=args.launcher, dry_run=args.dry_run, cluster=args.cluster,
                         ensemble=args.ensemble, threads=args.threads, time_limit=args.time_limit)
-    rows = [{"run": r.point.name, "status": r.status, "dir": str(r.point.out_dir)} for r in results]
+    rows = [{"run": r.point.name, "status": r.status, "dir": str(r.point.run_dir)} for r in results]
     print(_format_table(rows, ["run", "status", "dir"]))
     if any(r.status in ("stopped", "pending") for r in results):
         print("the time limit stopped the sweep; run the same command again to continue", file=sys.stderr)

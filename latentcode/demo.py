@@ -11,7 +11,6 @@ the value-network live fraction. torch and the analyses are imported when `demo`
 from __future__ import annotations
 
 import html
-import json
 import logging
 import math
 import os
@@ -22,12 +21,18 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from probes._compat import renamed_kwargs
 from probes.codes import _jsonable
-from probes.decoding.results import HEADLINE, NA, UNDEFINED
+from probes.decoding.results import HEADLINE
 from probes.degenerate import ConstantCodesWarning
+from probes.tables import NA
+from probes.tables import align_columns as _aligned
+from probes.tables import format_score as _fmt
+
+if TYPE_CHECKING:
+    from probes.report import Report
 
 __all__ = [
     "DEMO_PRETRAINED_TASK",
@@ -181,11 +186,6 @@ def _layer_mean_sem(values: Sequence[list[float | None] | None]) -> list[tuple[f
     return [_mean_sem([v[i] for v in values]) for i in range(depth.pop())]
 
 
-def _aligned(cells: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
-    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
-
-
 @dataclass(frozen=True)
 class DemoResult:
     """What `demo` did: one row per variant and seed, the report, and the time it took.
@@ -248,15 +248,6 @@ class DemoResult:
                        reading=data["reading"], notes=list(data["notes"]))
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"not a demo result (demo.json written by `latentcode demo`): {err!r}") from err
-
-
-def _fmt(value: Any, signed: bool = False) -> str:
-    """`n/a` for a number not computed (None), `–` for an undefined one (NaN)."""
-    if value is None:
-        return NA
-    if not math.isfinite(value):
-        return UNDEFINED
-    return f"{value:+.3f}" if signed else f"{value:.3f}"
 
 
 def _number(value: Any) -> float:
@@ -417,21 +408,18 @@ def shipped_seed_dirs(name: str, seeds: Sequence[int] | None = None) -> dict[int
     return dict(sorted(found.items()))
 
 
-def _add_seed_section(report: Path, table: SeedTable) -> None:
+def _add_seed_section(report: Report, table: SeedTable) -> None:
     """Put the per-seed table and its means at the top of report.html and under `seeds` in summary.json."""
     from latentcode.rundir import atomic_write_bytes, atomic_write_json
 
-    page = report.read_text()
+    page = report.path.read_text()
     section = (f'<h2 id="every-seed">Every seed</h2><pre>{html.escape(table.table())}</pre>'
                f'<p class="note">{html.escape(SEED_LEGEND)}</p>')
     anchor = page.find("</nav>")
     at = anchor + len("</nav>") if anchor >= 0 else page.find("</body>")
     page = page[:at] + section + page[at:] if at >= 0 else page + section
-    atomic_write_bytes(report, page.encode("utf-8"))
-    summary_path = report.parent / "summary.json"
-    summary = json.loads(summary_path.read_text())
-    summary["seeds"] = table.to_dict()
-    atomic_write_json(summary_path, summary)
+    atomic_write_bytes(report.path, page.encode("utf-8"))
+    atomic_write_json(report.summary_path, {**report.summary, "seeds": table.to_dict()})
 
 
 SEED_LEGEND = (
@@ -558,7 +546,7 @@ def _demo_runs(out: Path, train: bool, variants: Sequence[str], task: str, task_
                progress: bool | None, seeds: Sequence[int] | None) -> list[tuple[str, Path]]:
     """The demo's (variant, run directory) pairs: copies of every shipped seed's checkpoint, or freshly trained
     small models."""
-    from latentcode.analysis import analysis_dir
+    from latentcode.run_codes import analysis_dir
 
     if not train:
         found = {variant: shipped_seed_dirs(f"{task}-{variant}", seeds) for variant in variants}  # checked first
@@ -601,8 +589,11 @@ def _demo(out: str | os.PathLike, train: bool, variants: Sequence[str], task: st
           task_params: dict[str, Any] | None, preset: str, steps: int, lr: float, n_samples: int, seed: int,
           device: str, embed_method: str, force: bool, progress: bool | None, inputs: str | None,
           seeds: Sequence[int] | None) -> DemoResult:
-    from latentcode.analysis import _check_reading, _report, _run_config, _run_names, decode_run, extract_run
-    from latentcode.checkpoint import atomic_write_json, load_run
+    from latentcode.analysis import decode_run, extract_run
+    from latentcode.checkpoint import load_run
+    from latentcode.run_codes import check_reading, run_config
+    from latentcode.run_report import report_with_notes, run_names
+    from latentcode.rundir import atomic_write_json
 
     start = time.perf_counter()
     out = Path(out)
@@ -610,9 +601,9 @@ def _demo(out: str | os.PathLike, train: bool, variants: Sequence[str], task: st
                        seeds)
     run_dirs = [run_dir for _, run_dir in pairs]
     timings = {"train" if train else "copy": time.perf_counter() - start}
-    config = _run_config(run_dirs[0])
+    config = run_config(run_dirs[0])
     metric = config.task.metric_name
-    inputs = _check_reading(config, "paper", inputs)
+    inputs = check_reading(config, "paper", inputs)
     extra = _extra_positions(config.task)
     tick = time.perf_counter()
     for i, run_dir in enumerate(run_dirs, 1):
@@ -633,15 +624,15 @@ def _demo(out: str | os.PathLike, train: bool, variants: Sequence[str], task: st
     else:
         shown = sorted({load_run(run_dir).config.train.seed for run_dir in run_dirs})
         source = f"shipped checkpoints (seeds {', '.join(map(str, shown))})"
-    report, notes = _report(run_dirs, out, positions="paper", inputs=inputs, embed_method=embed_method,
-                            device=device, progress=progress,
-                            title=f"latentcode demo: {', '.join(variants)} on {task}, {source}")
+    report, notes = report_with_notes(run_dirs, out, positions="paper", inputs=inputs, embed_method=embed_method,
+                                      device=device, progress=progress,
+                                      title=f"latentcode demo: {', '.join(variants)} on {task}, {source}")
     extra_decodings = {(run_dir, where): decode_run(run_dir, positions=where, inputs=inputs, progress=progress)[0]
                        for run_dir in run_dirs for where in extra}
-    summary = json.loads((report.parent / "summary.json").read_text())["runs"]
+    summary = report.summary["runs"]
     rows = []
     decodings = []
-    for (variant, run_dir), name in zip(pairs, _run_names(run_dirs), strict=True):
+    for (variant, run_dir), name in zip(pairs, run_names(run_dirs), strict=True):
         decoding = summary[name].get("decoding")
         decodings.append(decoding)
         row = {**seed_row(load_run(run_dir), decoding, variant=variant), "run": run_dir}
@@ -656,7 +647,7 @@ def _demo(out: str | os.PathLike, train: bool, variants: Sequence[str], task: st
     table = SeedTable(rows, metric=metric, reading=reading)
     _add_seed_section(report, table)
     timings["report"] = time.perf_counter() - tick
-    result = DemoResult(rows=rows, report=report, seconds=time.perf_counter() - start, metric=metric,
+    result = DemoResult(rows=rows, report=report.path, seconds=time.perf_counter() - start, metric=metric,
                         positions="paper", timings=timings, reading=reading,
                         notes=[*([skipped] if skipped else []), *_dead_note(rows), *notes])
     atomic_write_json(out / "demo.json", result.to_dict())

@@ -20,8 +20,9 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from latentcode.checkpoint import Run, RunConfig, list_snapshots, read_metrics
+from latentcode.checkpoint import Run, RunConfig, read_metrics
 from latentcode.extract import extract_latent_codes
+from latentcode.weights import list_snapshots
 
 EMERGENCE_SPLIT = "ood"
 """Decoders fit on the train split and score on held-out rule combinations (Fig. 5F)."""

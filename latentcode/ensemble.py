@@ -3,7 +3,8 @@
 The models are tiny, so one run leaves a GPU mostly idle; stacking the parameters of M runs and vmapping the
 forward pass trains them in about the time of one. Members share the architecture, task, step count and batch
 size, and may differ in seed, learning rate, warm-up and weight decay. Each member draws the same batches and
-dropout masks a single run of its seed would (the masks are drawn outside vmap and replayed inside it), keeps
+dropout masks a single run of its seed would (the masks are drawn outside vmap and replayed inside it:
+`dropout_replay.py`), keeps
 its own AdamW state, and writes a run directory in exactly the single-run
 format, so `load_run`, `latentcode train --resume`, `latentcode eval` and every analysis treat it as any other
 run. Not here: mixture-of-experts variants (their routing has data-dependent shapes vmap cannot batch) and
@@ -12,51 +13,33 @@ several processes (use `torchrun` with `train()` for one big model).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
 import logging
 import math
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 from torch.func import functional_call, stack_module_state, vmap
 from tqdm.auto import tqdm
 
-from latentcode.attention import MultiHeadAttention
-from latentcode.checkpoint import (
-    Run,
-    RunConfig,
-    capture_rng,
-    load_checkpoint,
-    remove_run_files,
-    remove_stale_temp_files,
-    restore_rng,
-    truncate_metrics,
-)
+from latentcode.checkpoint import Run, RunConfig, truncate_metrics
 from latentcode.config import ModelConfig, TrainConfig
+from latentcode.dropout_replay import DropoutReplay, plain_autograd
 from latentcode.evaluate import _autocast, eval_sets
 from latentcode.model import Transformer
+from latentcode.optim import build_optimizer, decay_mask, lr_at
 from latentcode.record import RunDirectory, RunRecorder
+from latentcode.resume import DeferredInterrupt, deadline_after, kept_on_resume, prepare_run_dir
+from latentcode.rundir import remove_run_files, remove_stale_temp_files
 from latentcode.tasks.base import Task
-from latentcode.train import (
-    _deadline,
-    _DeferredInterrupt,
-    _prepare_out_dir,
-    allow_tf32,
-    build_optimizer,
-    decay_mask,
-    kept_on_resume,
-    lr_at,
-    resolve_device,
-    step_seeds,
-)
+from latentcode.train_state import capture_rng, load_checkpoint, restore_rng
+from latentcode.train_step import allow_tf32, resolve_device, step_seeds
+from probes._compat import renamed_kwargs
 
 logger = logging.getLogger(__name__)
 
@@ -97,11 +80,12 @@ class _Member:
     record: RunRecorder
 
 
+@renamed_kwargs(out_dirs="run_dirs")
 def train_ensemble(
     model_cfg: ModelConfig,
     task: Task | Sequence[Task],
     train_cfgs: Sequence[TrainConfig],
-    out_dirs: Sequence[str | os.PathLike],
+    run_dirs: Sequence[str | os.PathLike],
     *,
     resume: bool = False,
     force: bool = False,
@@ -115,9 +99,10 @@ def train_ensemble(
         task: the task, with its splits, or one task per member (the same task with another split seed, say;
             every member's task must have the same name and sizes).
         train_cfgs: one TrainConfig per member; they may differ only in `MEMBER_FIELDS`.
-        out_dirs: one run directory per member.
+        run_dirs: one run directory per member (`out_dirs=`, the name before 0.2, still works with a
+            DeprecationWarning).
         resume: continue every member from its last checkpoint (all must be at the same step).
-        force: delete the runs in `out_dirs` and start over.
+        force: delete the runs in `run_dirs` and start over.
         progress: show a progress bar (None: only on a terminal).
         time_limit: wall-clock seconds from this call after which every member writes a checkpoint and training
             returns between two steps (`resume=True` continues exactly); None: no limit.
@@ -131,10 +116,10 @@ def train_ensemble(
         NonFiniteLossError: a member's loss became NaN/inf (the message names the member and the step; every
             member's last good checkpoint is kept).
     """
-    if len(train_cfgs) != len(out_dirs) or not train_cfgs:
-        raise ValueError(f"got {len(train_cfgs)} train configs and {len(out_dirs)} run directories; give one "
+    if len(train_cfgs) != len(run_dirs) or not train_cfgs:
+        raise ValueError(f"got {len(train_cfgs)} train configs and {len(run_dirs)} run directories; give one "
                          "run directory per member (at least one)")
-    outs = [Path(p) for p in out_dirs]
+    outs = [Path(p) for p in run_dirs]
     tasks = [task] * len(outs) if not isinstance(task, Sequence) else list(task)
     if len(tasks) != len(outs):
         raise ValueError(f"got {len(tasks)} tasks for {len(outs)} members; give one task, or one per member")
@@ -154,9 +139,9 @@ def train_ensemble(
                              f"{name}={getattr(task, name)}; build the model config from the task")
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise ValueError("train_ensemble runs in one process; under torchrun use train() for one model")
-    deadline = _deadline(time_limit)
+    deadline = deadline_after(time_limit)
 
-    states = [_prepare_out_dir(out, RunConfig(model=model_cfg, task=t, train=cfg), resume=resume, force=force)
+    states = [prepare_run_dir(out, RunConfig(model=model_cfg, task=t, train=cfg), resume=resume, force=force)
               for out, t, cfg in zip(outs, tasks, train_cfgs, strict=True)]
     steps_done = {0 if s is None else s.step for s in states}
     if len(steps_done) > 1:
@@ -209,9 +194,9 @@ class _EnsembleLoop:
         self.step = start
         base = Transformer(model_cfg).to(device)
         base.train()
-        _plain_autograd(base)
+        plain_autograd(base)
         self.base = base
-        self.dropout = _DropoutReplay(base, self.cfg.batch_size, task, device, autocast=self.cfg.autocast)
+        self.dropout = DropoutReplay(base, self.cfg.batch_size, task, device, autocast=self.cfg.autocast)
         params, buffers = stack_module_state([m.model for m in members])
         self.params = {name: p.detach().clone().requires_grad_(True) for name, p in params.items()}
         self.buffers = buffers
@@ -221,7 +206,7 @@ class _EnsembleLoop:
         self.unsynced: list[Tensor] = []
         self.mark_time, self.mark_step, self.overhead_s = time.perf_counter(), start, 0.0
         self.sets = [eval_sets(m.task, m.cfg.eval_samples, m.cfg.seed, device) for m in members]
-        # every random draw is made outside vmap (`_DropoutReplay`); one inside it would be an error
+        # every random draw is made outside vmap (`DropoutReplay`); one inside it would be an error
         forward = vmap(self._member_forward, randomness="error")
         self.forward = torch.compile(forward) if self.cfg.compile and device.type == "cuda" else forward
 
@@ -338,7 +323,7 @@ class _EnsembleLoop:
         bar = tqdm(total=cfg.steps, initial=self.step, disable=disable, unit="step", dynamic_ncols=True,
                    desc=f"{self.task.name} {self.model_cfg.variant} x{len(self.members)}")
         try:
-            with _DeferredInterrupt() as interrupt:
+            with DeferredInterrupt() as interrupt:
                 for step in range(self.step + 1, cfg.steps + 1):
                     losses = self._train_step(step)
                     self.step = step
@@ -364,99 +349,3 @@ class _EnsembleLoop:
         finally:
             bar.close()
         return [Run.load(m.out, device=self.device) for m in self.members]
-
-
-class _ReplayedDropout(nn.Module):
-    """Stands in for an `nn.Dropout` of the vmapped model: multiplies by the next mask of the replay."""
-
-    def __init__(self, p: float, replay: _DropoutReplay) -> None:
-        super().__init__()
-        self.p = p
-        self.replay = [replay]  # in a list: not a submodule, not part of the state dict
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.replay[0].take("dropout", x, self.p) if self.training else x
-
-
-class _DropoutReplay:
-    """The dropout draws of one member's forward pass, made outside vmap and replayed inside it.
-
-    A single run seeds torch's global generator with its step's dropout seed and draws, in forward order, every
-    attention mask (`MultiHeadAttention.dropout_mask`) and residual dropout mask (`nn.Dropout`). vmap cannot give
-    each member its own generator, so the ensemble makes the same draws per member outside vmap: seed with the
-    member's dropout seed, draw the same shapes with the same ops in the same order, and stack. Inside the vmapped
-    forward, each dropout site takes its member's slice in turn. The order and shapes of the draws come from one
-    recording forward pass at start-up, so they follow the model code rather than a copy of it.
-    """
-
-    def __init__(self, base: Transformer, batch_size: int, task: Task, device: torch.device, *,
-                 autocast: bool) -> None:
-        self.device = device
-        self.sites: list[tuple[str, torch.nn.Module, tuple[int, ...], torch.dtype, float]] = []
-        self.queue: list[Tensor] | None = None
-        self.recording = False
-        for parent in list(base.modules()):
-            for name, child in list(parent.named_children()):
-                if isinstance(child, nn.Dropout):
-                    setattr(parent, name, _ReplayedDropout(child.p, self))
-        self.attention = [m for m in base.modules() if isinstance(m, MultiHeadAttention)]
-        for module in self.attention:
-            # an instance attribute shadows the method, on this private copy only
-            module.dropout_mask = functools.partial(self._attention_mask, module)
-        if not any(isinstance(m, _ReplayedDropout) for m in base.modules()) and not base.cfg.attn_dropout > 0:
-            return
-        self.recording = True
-        try:
-            with torch.no_grad(), _autocast(device, autocast)():
-                base(torch.zeros(batch_size, task.seq_len, task.d_in, device=device), keep_last=task.n_readout)
-        finally:
-            self.recording = False
-
-    def _attention_mask(self, module: MultiHeadAttention, pattern: Tensor) -> Tensor:
-        return self.take("attention", pattern, module.cfg.attn_dropout, module)
-
-    def take(self, kind: str, x: Tensor, p: float, module: torch.nn.Module | None = None) -> Tensor:
-        """Record a draw site (start-up), or replay its next mask (`attention`: the mask; `dropout`: x times it)."""
-        if self.recording:
-            self.sites.append((kind, module, tuple(x.shape), x.dtype, p))
-            return self._draw_site(len(self.sites) - 1)
-        if self.queue is None or not self.queue:
-            raise RuntimeError("the ensemble's forward pass drew more dropout masks than its recording pass")
-        mask = self.queue.pop(0)
-        return mask if kind == "attention" else x * mask
-
-    def _draw_site(self, index: int) -> Tensor:
-        kind, module, shape, dtype, p = self.sites[index]
-        if kind == "attention":
-            # the unbound method: the very op a single run uses, on a zero-memory stand-in for the pattern
-            stand_in = torch.empty((), dtype=dtype, device=self.device).expand(shape)
-            return MultiHeadAttention.dropout_mask(module, stand_in)
-        # F.dropout(ones) is the multiplier nn.Dropout applies (x * it equals F.dropout(x) bit for bit)
-        return F.dropout(torch.ones(shape, dtype=dtype, device=self.device), p, training=True)
-
-    def draw(self, seeds: list[int]) -> list[Tensor]:
-        """Every site's mask for each member: [members, *site shape] per site, member i seeded with seeds[i]."""
-        if not self.sites:
-            return []
-        per_member = []
-        for seed in seeds:
-            torch.manual_seed(seed)
-            per_member.append([self._draw_site(i) for i in range(len(self.sites))])
-        return [torch.stack(masks) for masks in zip(*per_member, strict=True)]
-
-    @contextlib.contextmanager
-    def replaying(self, masks: list[Tensor]) -> Iterator[None]:
-        self.queue = list(masks)
-        try:
-            yield
-            if self.queue:
-                raise RuntimeError(f"the ensemble's forward pass left {len(self.queue)} dropout masks unused")
-        finally:
-            self.queue = None
-
-
-def _plain_autograd(model: torch.nn.Module) -> None:
-    """Switch layers with hand-written autograd kernels to plain torch ops, which vmap can batch."""
-    for module in model.modules():
-        if hasattr(module, "fused_kernels"):
-            module.fused_kernels = False

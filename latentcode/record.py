@@ -19,11 +19,13 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 from torch import nn
 
-from latentcode.checkpoint import TrainState, append_metrics, capture_rng, save_checkpoint, save_snapshot
+from latentcode.checkpoint import append_metrics
 from latentcode.config import TrainConfig
 from latentcode.diagnostics import LIVE_KEY, format_live_fraction, value_live_fraction
 from latentcode.evaluate import EVAL_SPLITS, _evaluate, live_fraction_inputs
 from latentcode.tasks.base import Batch, Task
+from latentcode.train_state import TrainState, capture_rng, save_checkpoint
+from latentcode.weights import save_snapshot
 
 logger = logging.getLogger(__name__)
 

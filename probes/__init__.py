@@ -84,10 +84,13 @@ if TYPE_CHECKING:
         variant_figure,
     )
     from probes.report import (
+        Report,
+        build_report,
+    )
+    from probes.run_analysis import (
         RunAnalysis,
         RunInput,
         analyse_run,
-        build_report,
     )
     from probes.similarity import (
         ClassMeans,
@@ -170,11 +173,14 @@ _EXPORTS: dict[str, str] = {
         "variant_figure",
     ), "probes.figures"),
     **dict.fromkeys((
+        "Report",
+        "build_report",
+    ), "probes.report"),
+    **dict.fromkeys((
         "RunAnalysis",
         "RunInput",
         "analyse_run",
-        "build_report",
-    ), "probes.report"),
+    ), "probes.run_analysis"),
     **dict.fromkeys((
         "ClassMeans",
         "RuleSimilarity",
@@ -207,6 +213,7 @@ __all__ = [
     "LayerClustering",
     "LayerDecoding",
     "LayerSpread",
+    "Report",
     "RuleDecoder",
     "RuleSimilarity",
     "RunAnalysis",

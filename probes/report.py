@@ -1,10 +1,11 @@
 """The whole probe suite over one or more runs, written as one self-contained `report.html` plus `summary.json`.
 
-`build_report` decodes, clusters, compares rules and embeds the codes of each run and draws the figures of
-`probes.figures` with plotly (plotly.js embedded once, so the page works offline). The summary puts the runs side
-by side: each run's reading, and every decoding score beside its floors, the input-only control and `codes − best`
-(`DecodingResult.headlines()`). Constant layers (`probes.degenerate`) are named in a warning box and the summary,
-and their figures say "constant codes". It reads only what it is given (`RunInput`); finding runs is the CLI's job.
+`build_report` analyses each run (`probes.run_analysis`: decoding, clustering, rule similarity, an embedding), draws
+the figures of `probes.figures` with plotly (plotly.js embedded once, so the page works offline) and returns a
+`Report`. The summary puts the runs side by side: each run's reading, and every decoding score beside its floors,
+the input-only control and `codes − best` (`DecodingResult.headlines()`). Constant layers (`probes.degenerate`) are
+named in a warning box and the summary, and their figures say "constant codes". It reads only what it is given
+(`RunInput`); finding runs is the CLI's job.
 """
 
 from __future__ import annotations
@@ -15,19 +16,15 @@ import logging
 import os
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 from tqdm.auto import tqdm
 
-from probes.cluster import ClusteringResult, cluster_codes
-from probes.codes import LatentCodes, _atomic_write, _jsonable
-from probes.decoding.decode import decode_rules
-from probes.decoding.results import HEADLINE, NA, UNDEFINED, DecodingResult, Headline
-from probes.degenerate import CONSTANT_RTOL, CodeSpread, ConstantCodesWarning, code_spread, warn_constant
-from probes.embed import Embedding, embed_codes
+from probes.codes import _atomic_write
+from probes.decoding.results import HEADLINE, DecodingResult
+from probes.degenerate import CONSTANT_RTOL
 from probes.figures import (
     code_heatmap_figure,
     decoding_figure,
@@ -37,7 +34,11 @@ from probes.figures import (
     training_curves_figure,
     variant_figure,
 )
-from probes.similarity import RuleSimilarity, TopographicResult, rule_similarity, topographic_similarity
+from probes.run_analysis import RunAnalysis, RunInput, analyse_run, summary_rows
+from probes.tables import NA, UNDEFINED
+
+__all__ = ["REPORT_FILE", "SECTIONS", "SUMMARY_FILE", "Report", "RunAnalysis", "RunInput", "analyse_run",
+           "build_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,189 +57,36 @@ SECTIONS = (
 
 
 @dataclass(frozen=True)
-class RunInput:
-    """What the report needs from one run.
+class Report:
+    """What `build_report` wrote, and what it holds: read `summary` here instead of summary.json.
 
     Attributes:
-        name: run name (column header).
-        codes: the run's latent codes, or None (the code sections then say how to extract them).
-        metrics: rows of the run's metrics.jsonl ({"step", "split", "loss", "acc" | "r2", "lr", ...}).
-        summary: final metrics, e.g. {"test_acc": 0.97, "ood_acc": 0.61}.
-        variant: model variant (softmax, linear, hyla, ...), used to group runs in the comparison.
+        path: report.html.
+        summary_path: summary.json beside it.
+        summary: what summary.json holds: `{"title": ..., "runs": {name: RunAnalysis.to_dict()}}`.
+        analyses: run name -> the `RunAnalysis` behind the page (with the fitted results, not only their JSON).
+        n_figures: figures on the page.
+
+    A `Report` is also an `os.PathLike` of report.html (`open(report)`, `Path(report)`). Before 0.2 `build_report`
+    returned that path itself; its `Path` methods (`report.read_text()`, ...) still work here, with a
+    `DeprecationWarning`: use `report.path`.
     """
 
-    name: str
-    codes: LatentCodes | None = None
-    metrics: list[dict[str, Any]] = field(default_factory=list)
-    summary: dict[str, Any] = field(default_factory=dict)
-    variant: str | None = None
+    path: Path
+    summary_path: Path
+    summary: dict[str, Any]
+    analyses: dict[str, RunAnalysis]
+    n_figures: int
 
+    def __fspath__(self) -> str:
+        return os.fspath(self.path)
 
-@dataclass(frozen=True)
-class RunAnalysis:
-    """Everything computed for one run (None where the run has no codes).
-
-    `spread` holds the constant-codes check of each layer group (`probes.degenerate.code_spread`), made before
-    any analysis; `errors` the analyses that could not run, with why.
-    """
-
-    run: RunInput
-    decoding: DecodingResult | None = None
-    clustering: ClusteringResult | None = None
-    similarity: RuleSimilarity | None = None
-    topographic: TopographicResult | None = None
-    embedding: Embedding | None = None
-    errors: dict[str, str] = field(default_factory=dict)
-    spread: CodeSpread | None = None
-
-    @property
-    def constant_layers(self) -> list[str]:
-        """Layer groups whose codes are constant ("0", ..., "all"); empty without codes."""
-        return self.spread.constant_layers if self.spread is not None else []
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe summary (embedding coordinates left out)."""
-        run = self.run
-        out: dict[str, Any] = {
-            "variant": run.variant,
-            "task": run.codes.task if run.codes is not None else None,
-            "summary": run.summary,
-            "n_samples": run.codes.n_samples if run.codes is not None else 0,
-            "meta": run.codes.meta if run.codes is not None else None,
-        }
-        for key in ("decoding", "clustering", "similarity", "topographic"):
-            value = getattr(self, key)
-            out[key] = value.to_dict() if value is not None else None
-        if self.embedding is not None:
-            out["embedding"] = {
-                "method": self.embedding.method,
-                "layer": self.embedding.layer,
-                "n_samples": self.embedding.n_samples,
-                "params": self.embedding.params,
-                "constant": self.embedding.constant,
-            }
-        out["constant_layers"] = self.constant_layers
-        out["code_spread"] = self.spread.to_dict() if self.spread is not None else None
-        out["errors"] = self.errors
-        return _jsonable(out)
-
-
-def analyse_run(
-    run: RunInput,
-    *,
-    embed_method: Literal["umap", "pca"] = "umap",
-    max_points: int = 3000,
-    random_state: int = 0,
-    progress: bool | None = None,
-    rtol: float = CONSTANT_RTOL,
-) -> RunAnalysis:
-    """Run decoding, clustering, rule similarity, topographic similarity and an embedding on one run's codes.
-
-    First each layer's codes are checked: constant layers (spread / RMS <= `rtol`, `probes.degenerate`) get
-    one `ConstantCodesWarning` naming the run, are recorded in `spread`, and are skipped by k-means and the
-    embedding. An analysis that cannot run on these codes (e.g. a single class in the train split) is
-    recorded in `errors` and left out, so one odd run does not sink the whole report.
-    """
-    codes = run.codes
-    if codes is None:
-        return RunAnalysis(run)
-    spread = code_spread(codes, "each+all", rtol=rtol)
-    warn_constant(spread, f"run {run.name}")
-    results: dict[str, Any] = {}
-    errors: dict[str, str] = {}
-    steps = {
-        "decoding": lambda: decode_rules(codes, random_state=random_state, progress=progress, rtol=rtol),
-        "clustering": lambda: cluster_codes(codes, random_state=random_state, rtol=rtol),
-        "similarity": lambda: rule_similarity(codes, layer="last", rtol=rtol),
-        "topographic": lambda: topographic_similarity(codes, random_state=random_state, rtol=rtol),
-        # 200 epochs (umap's own choice above 10,000 rows) keep a report of several runs to seconds per run
-        "embedding": lambda: embed_codes(
-            codes, embed_method, "last", max_points=max_points, n_epochs=200, random_state=random_state,
-            rtol=rtol,
-        ),
-    }
-    for name, step in steps.items():
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ConstantCodesWarning)  # said once above, for the whole run
-                results[name] = step()
-        except ValueError as err:
-            logger.warning("run %s: %s skipped: %s", run.name, name, err)
-            errors[name] = str(err)
-    return RunAnalysis(run, errors=errors, spread=spread, **results)
-
-
-def _cell(value: Any) -> str:
-    """A summary-table cell: `n/a` where the number does not apply or was not computed (None, a run without the
-    analysis), `–` where it was computed but is undefined (NaN), as in the decoding tables."""
-    if value is None:
-        return NA
-    if isinstance(value, float | np.floating):
-        return UNDEFINED if not np.isfinite(value) else f"{value:.4g}"
-    return str(value)
-
-
-HEADLINE_ROWS = {"accuracy": "decoding accuracy", "term_f1": "term F1"}
-"""The `DecodingResult.headlines()` metrics the summary shows, with their row titles."""
-FLOOR_TITLES = {"chance": "chance (uniform)", "majority": "majority class", "always_present": "always present"}
-"""Row titles of the floors (`Headline.floors`)."""
-
-
-def _at(headline: Headline, layer: str, values: np.ndarray | None = None) -> float:
-    """`values` (default: the codes' scores) of the last single layer (`layer="last"`) or of every layer ("all")."""
-    names = headline.layers
-    index = names.index("all") if layer == "all" else max(i for i, n in enumerate(names) if n != "all")
-    return float((headline.codes if values is None else values)[index])
-
-
-def _summary_rows(analyses: Mapping[str, RunAnalysis]) -> list[tuple[str, list[str]]]:
-    """Rows of the side-by-side table: given final metrics, then each decoding score (last layer, all layers)
-    beside its floors, the input-only control and `codes − best` (`DecodingResult.headlines()`), then the headline
-    number of the other analyses."""
-    runs = list(analyses.values())
-    headlines = [a.decoding.headlines() if a.decoding is not None else {} for a in runs]
-
-    def row(name: str, value: Any) -> tuple[str, list[str]]:
-        cells = []
-        for analysis in runs:
-            try:
-                cells.append(_cell(value(analysis)))
-            except (AttributeError, KeyError, IndexError, ValueError):  # the run lacks this analysis or split
-                cells.append(_cell(None))
-        return name, cells
-
-    def headline_row(name: str, metric: str, split: str, value: Any) -> tuple[str, list[str]]:
-        cells = []
-        for found in headlines:
-            try:
-                cells.append(_cell(value(found[metric][split])))
-            except (KeyError, ValueError):  # no such metric, split or layer for this run
-                cells.append(_cell(None))
-        return name, cells
-
-    rows = [row("variant", lambda a: a.run.variant), row("task", lambda a: a.run.codes.task)]
-    rows.append(row("codes read at", lambda a: a.run.codes.reading or "not recorded"))
-    rows.append(row("constant codes (layers)", lambda a: ", ".join(a.spread.constant_layers) or "none"))
-    rows += [
-        row(k, lambda a, k=k: a.run.summary[k]) for k in dict.fromkeys(k for a in runs for k in a.run.summary)
-    ]
-    for metric, title in HEADLINE_ROWS.items():
-        if not any(metric in found for found in headlines):
-            continue
-        floors = dict.fromkeys(f for found in headlines for h in found.get(metric, {}).values() for f in h.floors)
-        for split in ("test", "ood"):
-            rows.append(headline_row(f"{title}, {split}, last layer", metric, split, lambda h: _at(h, "last")))
-            rows.append(headline_row(f"{title}, {split}, all layers", metric, split, lambda h: _at(h, "all")))
-            rows += [headline_row(f"{FLOOR_TITLES.get(f, f)} ({title}), {split}", metric, split,
-                                  lambda h, f=f: h.floors.get(f)) for f in floors]
-            rows.append(headline_row(f"input-only control ({title}), {split}", metric, split, lambda h: h.control))
-            for layer, where in (("last", "last layer"), ("all", "all layers")):
-                rows.append(headline_row(f"{HEADLINE} ({title}), {split}, {where}", metric, split,
-                                         lambda h, layer=layer: _at(h, layer, h.over_best)))
-    rows.append(row("ridge R² of latent bits, ood, all layers", lambda a: a.decoding.bits.mean("ood")[-1]))
-    rows.append(row("k-means AMI, all layers", lambda a: a.clustering.scores("ami")[-1]))
-    rows.append(row("topographic ρ, all layers", lambda a: a.topographic.rho[-1]))
-    return rows
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or not hasattr(Path, name):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        warnings.warn(f"build_report() returns a Report since 0.2; use report.path.{name} (report.html)",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(self.path, name)
 
 
 class _Page:
@@ -320,7 +168,7 @@ def build_report(
     random_state: int = 0,
     progress: bool | None = None,
     rtol: float = CONSTANT_RTOL,
-) -> Path:
+) -> Report:
     """Analyse every run and write `out_dir/report.html` (self-contained) and `out_dir/summary.json`.
 
     Args:
@@ -335,7 +183,7 @@ def build_report(
             named in a warning at the top of the page.
 
     Returns:
-        The path of report.html.
+        The `Report`: `path` (report.html), `summary` (what summary.json holds), the analyses and the figure count.
 
     Raises:
         ValueError: no runs, or two runs with the same name.
@@ -376,7 +224,7 @@ def build_report(
         )
 
     page.heading(sections[0])
-    page.table(["", *runs], _summary_rows(analyses))
+    page.table(["", *runs], summary_rows(analyses))
     grouped: dict[str, list[float]] = {}
     for name, a in analyses.items():
         for key in ("ood_acc", "ood_r2"):
@@ -477,6 +325,8 @@ def build_report(
     _atomic_write(report_path, lambda f: f.write(document.encode("utf-8")))
     summary = {"title": title, "runs": {name: a.to_dict() for name, a in analyses.items()}}
     text = json.dumps(summary, indent=2, allow_nan=False) + "\n"
-    _atomic_write(out_dir / SUMMARY_FILE, lambda f: f.write(text.encode("utf-8")))
+    summary_path = out_dir / SUMMARY_FILE
+    _atomic_write(summary_path, lambda f: f.write(text.encode("utf-8")))
     logger.info("wrote %s (%d figures) and %s", report_path, page.n_figures, SUMMARY_FILE)
-    return report_path
+    return Report(path=report_path, summary_path=summary_path, summary=json.loads(text), analyses=analyses,
+                  n_figures=page.n_figures)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from latentcode import analysis
+from latentcode import analysis, run_codes
 from latentcode._cli_analysis import COMMANDS
 from latentcode.checkpoint import load_run
 from latentcode.config import model_config, train_config
@@ -95,10 +95,10 @@ def test_extract_command_writes_codes_that_round_trip(run_copy, cli, capsys):
 
 
 def test_codes_of_another_checkpoint_are_flagged(run_copy, caplog):
-    analysis.load_codes(run_copy)
+    run_codes.load_codes(run_copy)
     assert not caplog.records  # the codes match the run's checkpoint
     (run_copy / "model.safetensors").write_bytes((run_copy / "model.safetensors").read_bytes() + b" ")
-    analysis.load_codes(run_copy)
+    run_codes.load_codes(run_copy)
     assert "re-run `latentcode extract" in caplog.text
 
 
@@ -159,7 +159,7 @@ def test_demo_trains_three_variants_and_prints_the_comparison(tmp_path, cli, cap
     for row in result["rows"]:
         assert (out / row["variant"] / "codes" / "all_features.npz").is_file()
         # the headline columns are the last single layer's OOD decoding of the default reading (paper positions)
-        codes = analysis.load_codes(out / row["variant"])
+        codes = run_codes.load_codes(out / row["variant"])
         again = decode_rules(codes, progress=False)
         assert row["decode_ood_last"] == pytest.approx(again.accuracy("ood")[-2])
         rule, train, ood = codes.labels["rule"], codes.split == "train", codes.split == "ood"
@@ -167,7 +167,7 @@ def test_demo_trains_three_variants_and_prints_the_comparison(tmp_path, cli, cap
         assert row["majority_ood"] == pytest.approx(majority) and row["chance"] == pytest.approx(1 / 8)
         best = max(majority, 1 / 8, row["input_only_ood"])
         assert row["codes_minus_control"] == pytest.approx(row["decode_ood_last"] - best)
-        also = decode_rules(analysis.load_codes(out / row["variant"], "all_features"), progress=False)
+        also = decode_rules(run_codes.load_codes(out / row["variant"], "all_features"), progress=False)
         assert row["decode_ood_last_all_features"] == pytest.approx(also.accuracy("ood")[-2])
 
 
@@ -198,7 +198,7 @@ def test_decode_without_codes_extracts_them_first_and_says_so_once(run_copy, cli
     said = [r.getMessage() for r in caplog.records if "extracting them first" in r.getMessage()]
     assert said == [f"{run_copy} has no codes at paper positions, unpermuted inputs yet; extracting them first"]
     assert "extracting" not in capsys.readouterr().out
-    codes = analysis.load_codes(run_copy, "paper")
+    codes = run_codes.load_codes(run_copy, "paper")
     assert codes.n_samples == 3 * 2048 and codes.splits == ("train", "test", "ood")  # extract_run's defaults
     written = json.loads((run_copy / "codes" / "paper.decode.json").read_text())
     expected = decode_rules(codes, progress=False)
@@ -352,13 +352,13 @@ def test_constant_codes_are_said_once_per_command_as_one_log_line(run_copy, cli,
         (line,) = _constant_code_lines(caplog)
         assert line.startswith("report: ConstantCodesWarning ×1: run hyla: constant codes in layer 0")
 
-        real = analysis.extract_latent_codes
+        real = run_codes.extract_latent_codes
 
         def dead_layer_0(*args, **kwargs):
             codes = real(*args, **kwargs)
             return dataclasses.replace(codes, codes=_freeze_layer_0(codes.codes))
 
-        monkeypatch.setattr(analysis, "extract_latent_codes", dead_layer_0)
+        monkeypatch.setattr(run_codes, "extract_latent_codes", dead_layer_0)
         caplog.clear()
         with caplog.at_level(logging.WARNING):
             assert cli(["extract", str(run_copy), "--n", "32", "--no-progress"]) == 0
@@ -399,7 +399,7 @@ def test_codes_written_before_readings_were_recorded_still_load(run_copy, cli, c
     # a SRAVEN file of the previous release: no reading, and `inputs` recorded as "uniform" although unpermuted
     _rewrite_codes(run_copy, meta=lambda m: {**{k: v for k, v in m.items() if k not in ("reading", "default_reading")},
                                              "inputs": "uniform"})
-    codes = analysis.load_codes(run_copy)
+    codes = run_codes.load_codes(run_copy)
     assert codes.reading == "paper positions, unpermuted inputs (assumed: written before readings were recorded)"
     assert cli(["decode", str(run_copy)]) == 0
     assert "unpermuted inputs (assumed" in capsys.readouterr().out
@@ -412,11 +412,11 @@ def test_codes_written_before_readings_were_recorded_still_load(run_copy, cli, c
                        checkpoint_every=2)
     train(model_config(task, "linear", "tiny"), task, cfg, run_dir, progress=False)
     analysis.extract_run(run_dir, n_samples=48, inputs="uniform", progress=False)
-    old = analysis.codes_path(run_dir, inputs="uniform")
-    shutil.move(old, analysis.codes_path(run_dir))
+    old = run_codes.codes_path(run_dir, inputs="uniform")
+    shutil.move(old, run_codes.codes_path(run_dir))
     meta = json.loads(old.with_suffix(".json").read_text())
     meta = {k: v for k, v in meta.items() if k not in ("inputs", "reading", "default_reading")}
-    analysis.codes_path(run_dir).with_suffix(".json").write_text(json.dumps(meta))
+    run_codes.codes_path(run_dir).with_suffix(".json").write_text(json.dumps(meta))
     old.with_suffix(".json").unlink()
     assert cli(["decode", str(run_dir)]) == 2
     err = _error(capsys)
@@ -487,7 +487,7 @@ def test_the_demo_prints_floors_and_one_notes_line(tmp_path, cli, capsys, caplog
     escaped = [w for w in caught if type(w.message).__name__ in ("ConvergenceWarning", "ConstantCodesWarning")]
     assert not escaped
     (row,) = json.loads((out / "demo.json").read_text())["rows"]
-    codes = analysis.load_codes(out / "hyla")
+    codes = run_codes.load_codes(out / "hyla")
     terms, ood = codes.labels["terms"], codes.split == "ood"
     present = np.zeros((len(terms), 16), dtype=bool)
     present[np.arange(len(terms))[:, None], terms] = True

@@ -13,24 +13,22 @@ import torch
 
 from latentcode.checkpoint import (
     CheckpointError,
+    Run,
     RunConfig,
-    TrainState,
     append_metrics,
-    atomic_write_json,
-    capture_rng,
-    file_hash,
-    load_checkpoint,
     load_run,
     read_metrics,
-    restore_rng,
-    save_checkpoint,
     truncate_metrics,
 )
 from latentcode.config import model_config, train_config
 from latentcode.constants import CONFIG_FILE, METRICS_FILE, MODEL_FILE, RUN_KIND, TRAIN_STATE_META_FILE
 from latentcode.model import Transformer
+from latentcode.optim import build_optimizer
+from latentcode.rundir import atomic_write_json
 from latentcode.tasks import get_task
-from latentcode.train import build_optimizer, train
+from latentcode.train import train
+from latentcode.train_state import TrainState, capture_rng, load_checkpoint, restore_rng, save_checkpoint
+from latentcode.weights import file_hash
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -86,6 +84,17 @@ def test_a_run_saved_elsewhere_loads_back_identically(run, tmp_path):
     assert again.metrics == run.metrics and again.config.differences(run.config) == []
     for a, b in zip(run.model.state_dict().values(), again.model.state_dict().values(), strict=True):
         assert torch.equal(a.cpu(), b)
+
+
+def test_a_run_directory_is_run_dir_and_path_still_works_with_a_warning(run, tmp_path):
+    with pytest.warns(DeprecationWarning, match=r"save\(path=\.\.\.\) is deprecated; use run_dir="):
+        copy = run.save(path=tmp_path / "copy")
+    with pytest.warns(DeprecationWarning, match=r"load_run\(path=\.\.\.\) is deprecated; use run_dir="):
+        again = load_run(path=tmp_path / "copy")
+    with pytest.warns(DeprecationWarning, match=r"load\(path=\.\.\.\) is deprecated; use run_dir="):
+        also = Run.load(path=tmp_path / "copy")
+    assert copy.checkpoint_hash == again.checkpoint_hash == also.checkpoint_hash == run.checkpoint_hash
+    assert load_run(run_dir=tmp_path / "copy").path == tmp_path / "copy"
 
 
 def test_config_json_carries_kind_version_and_exact_splits(run):
@@ -234,8 +243,9 @@ def test_a_run_written_by_release_0_1_0_still_loads_evaluates_and_decodes(tmp_pa
     """tests/data/run_v0.1.0 was written by latentcode 0.1.0, before the vocabulary renames (see its README)."""
     import shutil
 
-    from latentcode.analysis import decode_run, load_codes
-    from latentcode.train import evaluate
+    from latentcode.analysis import decode_run
+    from latentcode.evaluate import evaluate
+    from latentcode.run_codes import load_codes
 
     run_dir = tmp_path / "old"
     shutil.copytree(OLD_RUN, run_dir)

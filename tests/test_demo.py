@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import latentcode as lc
-from latentcode import analysis
+from latentcode import run_codes
 from latentcode.cli import main
 from latentcode.demo import SEED_LEGEND, SUMMARY_TITLE, DemoResult, SeedTable, seed_row, shipped_seed_dirs
 from latentcode.diagnostics import value_live_fraction
@@ -77,7 +77,7 @@ def test_the_demo_analyses_every_shipped_seed(demo_result, checkpoints):
         recorded = shipped_info(checkpoints / name)["evaluation"]["results"]
         assert row["ood"] == recorded["ood"]["r2"] and row["test"] == recorded["test"]["r2"]
         # the decoding columns are each seed's own codes, decoded again here
-        codes = analysis.load_codes(row["run"])
+        codes = run_codes.load_codes(row["run"])
         terms = decode_rules(codes, progress=False).terms
         assert row["term_f1_ood_last"] == pytest.approx(terms.mean_f1("ood")[-2])
         best = max(row["always_present_f1_ood"], row["input_only_f1_ood"])
@@ -151,7 +151,7 @@ def test_seed_row_from_a_loaded_checkpoint_matches_the_demo(demo_result, shipped
     """What notebook 03 does: load a seed by name, decode its codes, build the row."""
     run = load_pretrained("fuzzy_logic-hyla", seed=2)
     (expected,) = [r for r in demo_result.rows if r["variant"] == "hyla" and r["seed"] == 2]
-    codes = analysis.load_codes(expected["run"])
+    codes = run_codes.load_codes(expected["run"])
     row = seed_row(run, decode_rules(codes, progress=False))
     for key in ("variant", "seed", "test", "ood", "term_f1_ood_last", "term_f1_minus_best", "live_fraction"):
         assert row[key] == pytest.approx(expected[key]), key

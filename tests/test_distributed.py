@@ -17,7 +17,8 @@ from latentcode.checkpoint import RunConfig, read_metrics
 from latentcode.config import model_config, train_config
 from latentcode.constants import MODEL_FILE
 from latentcode.tasks import Batch, get_task
-from latentcode.train import step_seeds, train
+from latentcode.train import train
+from latentcode.train_step import step_seeds
 
 
 def test_without_torchrun_there_is_one_process(monkeypatch):

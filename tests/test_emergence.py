@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from latentcode.checkpoint import Run, list_snapshots
+from latentcode.checkpoint import Run
 from latentcode.config import model_config, train_config
 from latentcode.emergence import COLUMNS, read_emergence, rule_emergence, write_emergence
 from latentcode.extract import extract_latent_codes
 from latentcode.tasks import get_task
 from latentcode.train import train
+from latentcode.weights import list_snapshots
 from probes.decode import decode_rules
 
 N = 256

@@ -196,8 +196,8 @@ def test_time_limit_stops_every_member_and_resume_matches_a_straight_run(tmp_pat
 
 def test_replayed_dropout_masks_are_the_single_runs_masks(device):
     # the masks the ensemble draws outside vmap for a seed are those a single forward pass draws after seeding
-    from latentcode import ensemble
     from latentcode.attention import MultiHeadAttention
+    from latentcode.dropout_replay import DropoutReplay
     from latentcode.model import Transformer
 
     task = get_task("sraven")
@@ -222,7 +222,7 @@ def test_replayed_dropout_masks_are_the_single_runs_masks(device):
         torch.manual_seed(123)
         single(x, keep_last=task.n_readout)
     base = Transformer(mcfg).to(device).train()
-    replay = ensemble._DropoutReplay(base, 8, task, torch.device(device), autocast=False)
+    replay = DropoutReplay(base, 8, task, torch.device(device), autocast=False)
     masks = replay.draw([7, 123])  # member 1 has the single run's seed
     assert [kind for kind, *_ in replay.sites] == ["dropout"] + ["attention", "dropout", "dropout"] * 2
     assert len(masks) == len(drawn) == 7
@@ -245,3 +245,12 @@ def test_members_match_single_runs_with_dropout_on_cuda(tmp_path):
         single = train(mcfg, task, cfg, tmp_path / f"s{i}", progress=False)
         losses = [[r["loss"] for r in run.metrics if r["split"] == "train"] for run in (runs[i], single)]
         torch.testing.assert_close(losses[0], losses[1], rtol=1e-2, atol=0)
+
+
+def test_train_ensemble_takes_run_dirs_and_out_dirs_still_works_with_a_warning(tmp_path):
+    task, mcfg, cfgs = _setup()
+    with pytest.raises(ValueError, match="got 2 train configs and 1 run directories"):
+        train_ensemble(mcfg, task, cfgs, run_dirs=[tmp_path / "a"])
+    with pytest.warns(DeprecationWarning, match=r"train_ensemble\(out_dirs=\.\.\.\) is deprecated; use run_dirs="), \
+            pytest.raises(ValueError, match="got 2 train configs and 1 run directories"):
+        train_ensemble(mcfg, task, cfgs, out_dirs=[tmp_path / "a"])

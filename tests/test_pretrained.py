@@ -13,6 +13,7 @@ import pytest
 import latentcode as lc
 from latentcode.analysis import decode_run, extract_run
 from latentcode.cli import main
+from latentcode.evaluate import evaluate
 from latentcode.pretrained import (
     CHECKPOINTS_ENV,
     checkpoints_dir,
@@ -23,7 +24,6 @@ from latentcode.pretrained import (
     pretrained_seeds,
     shipped_info,
 )
-from latentcode.train import evaluate
 
 REPO_CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 SHIPPED = ["fuzzy_logic-softmax", "fuzzy_logic-linear", "fuzzy_logic-hyla"]
@@ -154,8 +154,8 @@ def test_shipped_checkpoint_reproduces_its_recorded_metric(name, monkeypatch):
 
 
 def test_the_report_measures_the_live_fraction_of_a_run_trained_before_the_diagnostic(tiny_run, tmp_path):
-    from latentcode.analysis import report_runs
     from latentcode.diagnostics import LIVE_KEY, format_live_fraction
+    from latentcode.run_report import report_runs
 
     old = tmp_path / "old-run"
     tiny_run.save(old)  # as shipped runs of the first release: metrics without the live fraction

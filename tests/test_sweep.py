@@ -11,10 +11,20 @@ import pytest
 import torch
 import yaml
 
-from latentcode.checkpoint import is_finished, load_run
+from latentcode.checkpoint import load_run
 from latentcode.cli import main
-from latentcode.sweep import Grid, expand_grid, group_name, group_points, load_grid, run_sweep, train_group
+from latentcode.sweep import (
+    Grid,
+    SweepPoint,
+    expand_grid,
+    group_name,
+    group_points,
+    load_grid,
+    run_sweep,
+    train_group,
+)
 from latentcode.train import train
+from latentcode.train_state import is_finished
 
 TINY_TRAIN = {"steps": 4, "warmup": 1, "eval_every": 4, "log_every": 2, "eval_samples": 64}
 
@@ -46,9 +56,9 @@ def test_grid_expands_to_one_named_run_per_point(tmp_path):
     )
     points = expand_grid(grid)
     assert len(points) == 2 * 2 * 2 * 2 * 2
-    assert len({p.out_dir for p in points}) == len(points)
+    assert len({p.run_dir for p in points}) == len(points)
     point = next(p for p in points if p.name == "sraven-hyla-s1-frac0.5-w2-lr0.0003")
-    assert point.out_dir == tmp_path / point.name
+    assert point.run_dir == tmp_path / point.name
     assert point.model == {"attn_dropout": 0.0, "width": 2}
     assert point.task_params == {"frac_ood": 0.5}
     assert point.train == {"steps": 10, "warmup": 2, "lr": 3e-4}
@@ -138,10 +148,10 @@ def test_local_sweep_runs_two_points_two_at_a_time_then_skips_them(tmp_path, cap
     assert run.finished and run.task.config.frac_ood == 0.25 and run.config.train.steps == 4
     assert (tmp_path / "runs" / "logs" / "fuzzy_logic-hyla-s0-frac0.25.log").exists()
 
-    before = {r.point.name: os.stat(r.point.out_dir / "model.safetensors").st_mtime_ns for r in results}
+    before = {r.point.name: os.stat(r.point.run_dir / "model.safetensors").st_mtime_ns for r in results}
     again = run_sweep(load_grid(grid_file), jobs=2)
     assert [r.status for r in again] == ["finished", "finished"]
-    assert before == {r.point.name: os.stat(r.point.out_dir / "model.safetensors").st_mtime_ns for r in again}
+    assert before == {r.point.name: os.stat(r.point.run_dir / "model.safetensors").st_mtime_ns for r in again}
 
 
 def test_a_failing_point_is_reported(tmp_path, capsys):
@@ -207,7 +217,7 @@ def test_an_ensemble_sweep_gives_the_runs_of_a_plain_sweep(tmp_path):
     assert [r.status for r in plain] == [r.status for r in grouped] == ["done", "done"]
     assert {r.group for r in grouped} == {"fuzzy_logic-hyla-s0-ensemble2"}
     for a, b in zip(plain, grouped, strict=True):
-        run_a, run_b = load_run(a.point.out_dir), load_run(b.point.out_dir)
+        run_a, run_b = load_run(a.point.run_dir), load_run(b.point.run_dir)
         assert run_a.config.to_dict() == run_b.config.to_dict()
         for (name, p), (_, q) in zip(run_a.model.named_parameters(), run_b.model.named_parameters(), strict=True):
             torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5, msg=name)
@@ -221,12 +231,12 @@ def test_a_group_resumes_together_and_a_split_group_is_refused(tmp_path):
     assert [r.status for r in run_sweep(grid, ensemble=True, time_limit=0.0)] == ["pending", "pending"]
     resumed = run_sweep(grid, ensemble=True, threads=1)  # one process continues both from step 1
     assert [r.status for r in resumed] == ["done", "done"], resumed[0].log.read_text()
-    assert [load_run(p.out_dir).step for p in points] == [TINY_TRAIN["steps"]] * 2
+    assert [load_run(p.run_dir).step for p in points] == [TINY_TRAIN["steps"]] * 2
 
     other = _ensemble_grid(tmp_path, "split")
     first = expand_grid(other)[0]
     task, mcfg, tcfg = first.build()
-    train(mcfg, task, tcfg, first.out_dir, progress=False, time_limit=0.0)  # one member alone, to step 1
+    train(mcfg, task, tcfg, first.run_dir, progress=False, time_limit=0.0)  # one member alone, to step 1
     results = run_sweep(other, ensemble=True)
     assert [r.status for r in results] == ["failed", "failed"]
     message = results[0].log.read_text()
@@ -240,9 +250,9 @@ def test_every_committed_sweep_file_builds_what_it_says(path):
     data = yaml.safe_load(path.read_text())
     points = expand_grid(load_grid(path), validate=True)
     assert len(points) == len(data["variants"]) * len(data["seeds"]) * len(data.get("frac_ood") or [None])
-    assert len({p.out_dir for p in points}) == len(points)
+    assert len({p.run_dir for p in points}) == len(points)
     for point in points:
-        assert point.out_dir.parent == Path(data["out"])
+        assert point.run_dir.parent == Path(data["out"])
         task, model, train_cfg = point.build()
         assert model.variant == point.variant and train_cfg.seed == point.seed
         for key, value in (data.get("model") or {}).items():
@@ -251,3 +261,15 @@ def test_every_committed_sweep_file_builds_what_it_says(path):
             assert getattr(task, key) == value, (point.name, key)
         for key, value in (data.get("train") or {}).items():
             assert getattr(train_cfg, key) == pytest.approx(value), (point.name, key)
+
+
+def test_a_point_names_its_run_directory_run_dir_and_reads_group_specs_written_before_0_2(tmp_path):
+    grid = Grid.from_dict({"task": "fuzzy_logic", "variants": ["hyla"], "preset": "tiny", "out": str(tmp_path)})
+    (point,) = expand_grid(grid)
+    data = point.to_dict()
+    assert data["run_dir"] == str(tmp_path / "fuzzy_logic-hyla-s0") and "out_dir" not in data
+    assert SweepPoint.from_dict(data) == point
+    old = {("out_dir" if k == "run_dir" else k): v for k, v in data.items()}  # a 0.1 group spec
+    assert SweepPoint.from_dict(old) == point
+    with pytest.warns(DeprecationWarning, match=r"SweepPoint\.out_dir is deprecated; use SweepPoint\.run_dir"):
+        assert point.out_dir == tmp_path / "fuzzy_logic-hyla-s0"

@@ -16,23 +16,18 @@ import pytest
 import safetensors.torch
 import torch
 
-from latentcode.checkpoint import Run, list_snapshots, read_metrics, read_train_state
+from latentcode.checkpoint import Run, read_metrics
 from latentcode.config import TrainConfig, model_config, train_config
 from latentcode.constants import METRICS_FILE, MODEL_FILE, TRAIN_STATE_FILE
 from latentcode.diagnostics import LIVE_KEY
+from latentcode.evaluate import eval_seed, evaluate
 from latentcode.model import Transformer
+from latentcode.optim import build_optimizer, decay_mask, lr_at
 from latentcode.tasks import get_task
-from latentcode.train import (
-    NonFiniteLossError,
-    build_optimizer,
-    decay_mask,
-    eval_seed,
-    evaluate,
-    lr_at,
-    resolve_device,
-    step_seeds,
-    train,
-)
+from latentcode.train import NonFiniteLossError, train
+from latentcode.train_state import read_train_state
+from latentcode.train_step import resolve_device, step_seeds
+from latentcode.weights import list_snapshots
 
 TIMING_FIELDS = ("samples_per_s", "elapsed_s")
 
@@ -515,3 +510,14 @@ def test_snapshots_keep_the_weights_of_every_evaluation_as_loadable_runs(tmp_pat
     # --force removes them with the run's other files
     train(mcfg, task, dataclasses.replace(tcfg, snapshots=False), run.path, force=True, progress=False)
     assert list_snapshots(run.path) == [] and not (run.path / "snapshots").exists()
+
+
+def test_the_run_directory_is_run_dir_and_out_dir_still_works_with_a_warning(tmp_path):
+    mcfg, task, cfg = tiny(steps=2, warmup=1, eval_every=2, log_every=1)
+    run = train(mcfg, task, cfg, run_dir=tmp_path / "new", progress=False)
+    with pytest.warns(DeprecationWarning, match=r"train\(out_dir=\.\.\.\) is deprecated; use run_dir="):
+        old = train(mcfg, task, cfg, out_dir=tmp_path / "old", progress=False)
+    assert (run.path, old.path) == (tmp_path / "new", tmp_path / "old")
+    assert run.checkpoint_hash == old.checkpoint_hash  # the same run, whatever the keyword
+    with pytest.raises(TypeError, match="got both out_dir= .* and run_dir="):
+        train(mcfg, task, cfg, run_dir=tmp_path / "a", out_dir=tmp_path / "b")

@@ -17,11 +17,8 @@ import numpy as np
 
 from probes._compat import warn_renamed
 from probes.codes import _jsonable
-
-NA = "n/a"
-"""Table cell of a number that does not apply or was not computed (no probe for a class, no control fitted)."""
-UNDEFINED = "–"
-"""Table cell of a number that was computed but is undefined (NaN, e.g. F1 of a class nobody predicted or has)."""
+from probes.tables import NA, UNDEFINED, align_columns
+from probes.tables import format_score as _fmt
 
 HEADLINE = "codes − best"
 """Column title of the headline: the codes' score minus the best of its floors and the input-only control."""
@@ -420,15 +417,6 @@ class DecodingResult:
         return {s: controls.selectivity(s, self.accuracy(s)) for s in self.splits if s in controls.control_task}
 
 
-def _fmt(x: float | None, signed: bool = False) -> str:
-    """A score as a table cell: `n/a` for None (not computed), `–` for NaN (undefined)."""
-    if x is None:
-        return NA
-    if not np.isfinite(x):
-        return UNDEFINED
-    return f"{x:+.3f}" if signed else f"{x:.3f}"
-
-
 def _reading_line(reading: str | None) -> str:
     return f"reading: {reading or 'not recorded'}"
 
@@ -476,11 +464,4 @@ def _headline_grid(
 
 def _grid(header: list[str], rows: list[list[str]]) -> str:
     """Columns as wide as their widest cell; the first left-aligned, the rest right-aligned."""
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(
-            str(c).ljust(w) if i == 0 else str(c).rjust(w)
-            for i, (c, w) in enumerate(zip(r, widths, strict=True))
-        )
-        for r in [header, *rows]
-    )
+    return "\n".join(align_columns([header, *rows], right=True))

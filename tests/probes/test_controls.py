@@ -131,13 +131,13 @@ def test_the_control_task_needs_discrete_inputs():
 
 
 def test_the_report_summary_shows_the_controls_beside_decoding():
-    from probes.report import RunAnalysis, RunInput, _summary_rows
+    from probes.run_analysis import RunAnalysis, RunInput, summary_rows
 
     codes = _sraven_like(400)
     decoding = decode_rules(codes)
     with_inputs = RunAnalysis(RunInput("with", codes), decoding=decoding)
     without = RunAnalysis(RunInput("without", codes), decoding=decode_rules(codes, controls=False))
-    rows = dict(_summary_rows({"with": with_inputs, "without": without}))
+    rows = dict(summary_rows({"with": with_inputs, "without": without}))
     # n/a: no control was fitted for the run without inputs
     assert rows["input-only control (decoding accuracy), ood"] == [f"{decoding.controls.input_only['ood']:.4g}", "n/a"]
     best = max(decoding.baselines["ood"].chance, decoding.baselines["ood"].majority, decoding.controls.input_only["ood"])

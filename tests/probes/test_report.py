@@ -4,6 +4,7 @@ import html
 import json
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from plotly.offline import get_plotlyjs
 
 from probes import LatentCodes, RunInput, build_report
 from probes.degenerate import ConstantCodesWarning
-from probes.report import SECTIONS, _cell
+from probes.report import SECTIONS, Report
 
 PLOTLY_HEADER = get_plotlyjs()[:40]
 
@@ -85,15 +86,20 @@ def test_report_compares_sraven_variants(tmp_path, make_sraven):
         ),
         "linear": RunInput("linear", None, _metrics(0.56), {"test_acc": 0.96, "ood_acc": 0.56}, "linear"),
     }
-    path = build_report(runs, tmp_path / "out", max_points=300)
-    assert path == tmp_path / "out" / "report.html"
-    page, text = _parse(path)
+    report = build_report(runs, tmp_path / "out", max_points=300)
+    assert isinstance(report, Report) and report.path == tmp_path / "out" / "report.html"
+    page, text = _parse(report.path)
     assert page.h2 == list(SECTIONS)
     assert text.count(PLOTLY_HEADER) == 1  # plotly.js embedded once, every figure reuses it
     assert page.figures >= 8
     assert "latentcode extract" in text  # the run without codes says how to make them
     assert "attention score (not a probability)" in text and "attention probability" in text
     summary = _strict_json(tmp_path / "out" / "summary.json")
+    assert report.summary_path == tmp_path / "out" / "summary.json"
+    assert report.summary == summary  # what the file holds, without reading it back
+    assert report.n_figures == text.count('<div class="figure">')
+    assert list(report.analyses) == ["softmax", "hyla", "linear"] and report.analyses["linear"].decoding is None
+    assert report.analyses["hyla"].decoding.to_dict() == summary["runs"]["hyla"]["decoding"]
     assert list(summary["runs"]) == ["softmax", "hyla", "linear"]
     hyla = summary["runs"]["hyla"]
     assert hyla["summary"]["ood_acc"] == 0.69 and hyla["variant"] == "hyla"
@@ -104,7 +110,7 @@ def test_report_compares_sraven_variants(tmp_path, make_sraven):
 
 def test_report_single_fuzzy_run_with_pca(tmp_path, make_fuzzy):
     run = RunInput("hyla-fuzzy", make_fuzzy(n=600), [], {"test_r2": 0.9, "ood_r2": 0.8}, "hyla")
-    path = build_report([run], tmp_path, embed_method="pca")
+    path = build_report([run], tmp_path, embed_method="pca").path
     page, text = _parse(path)
     assert page.h2 == [s if s != "UMAP" else "PCA" for s in SECTIONS]
     assert text.count(PLOTLY_HEADER) == 1
@@ -125,7 +131,7 @@ def test_report_summary_sets_every_score_beside_its_floors_and_names_the_reading
     runs = [RunInput("sraven", sraven, [], {}, "hyla"), RunInput("fuzzy", fuzzy, [], {}, "hyla"),
             RunInput("hand-made", LatentCodes(sraven.codes, sraven.labels, sraven.split, {"task": "sraven"}), [], {},
                      "hyla")]
-    text = build_report(runs, tmp_path, embed_method="pca", max_points=200).read_text()
+    text = build_report(runs, tmp_path, embed_method="pca", max_points=200).path.read_text()
     rows = _summary_table(text)
     assert rows["codes read at"] == [sraven.reading, fuzzy.reading, "not recorded"]
     summary = _strict_json(tmp_path / "summary.json")["runs"]
@@ -147,7 +153,19 @@ def test_report_summary_sets_every_score_beside_its_floors_and_names_the_reading
             assert rows[f"codes − best ({title}), ood, all layers"][column] == f"{ood['codes_minus_best'][-1]:.4g}"
             assert rows[f"codes − best ({title}), ood, last layer"][column] == f"{ood['codes_minus_best'][-2]:.4g}"
     assert "always-present = the F1 of answering 'present' for every term" in html.unescape(text)
-    assert [_cell(None), _cell(float("nan")), _cell(0.25)] == ["n/a", "–", "0.25"]
+
+
+def test_the_report_is_still_a_path_to_report_html_for_code_written_before_0_2(tmp_path, make_sraven):
+    report = build_report([RunInput("a", make_sraven(n=200, seed=1), [], {}, "hyla")], tmp_path, embed_method="pca",
+                          max_points=100)
+    expected = (tmp_path / "report.html").read_text()
+    assert Path(report) == tmp_path / "report.html"  # os.PathLike
+    with open(report) as f:
+        assert f.read() == expected
+    with pytest.warns(DeprecationWarning, match=r"use report\.path\.read_text"):
+        assert report.read_text() == expected
+    with pytest.raises(AttributeError, match="no attribute 'no_such_thing'"):
+        report.no_such_thing  # noqa: B018
 
 
 def test_report_input_errors(tmp_path):
@@ -164,7 +182,7 @@ def test_report_warns_about_constant_codes_once_and_shows_it(tmp_path, make_srav
     runs = [RunInput("live", live, _metrics(0.6), {}, "softmax"),
             RunInput("flat", flat, _metrics(0.5), {}, "hyla")]
     with pytest.warns(ConstantCodesWarning) as caught:
-        path = build_report(runs, tmp_path, embed_method="pca", max_points=200)
+        path = build_report(runs, tmp_path, embed_method="pca", max_points=200).path
     flat_warnings = [w for w in caught if issubclass(w.category, ConstantCodesWarning)]
     assert len(flat_warnings) == 1  # once per run, not once per analysis
     assert str(flat_warnings[0].message).startswith("run flat: constant codes in layers 0 (")
@@ -194,7 +212,7 @@ def test_report_training_curves_are_log_scaled_and_grouped_by_variant(tmp_path, 
     runs = [RunInput(f"hyla-s{seed}", make_sraven(n=200, seed=seed), _metrics(0.6), {}, "hyla")
             for seed in (0, 1)]
     runs.append(RunInput("softmax-s0", None, _metrics(0.5), {}, "softmax"))
-    text = build_report(runs, tmp_path, embed_method="pca", max_points=200).read_text()
+    text = build_report(runs, tmp_path, embed_method="pca", max_points=200).path.read_text()
     data, layout = _plotly_figures(text)["figure-1"]  # the first figure of the page after the summary's
     assert layout["title"]["text"] == "Training curves"
     assert layout["yaxis"]["type"] == "log" and layout["yaxis2"].get("type") != "log"

@@ -90,7 +90,7 @@ def report(tmp_path_factory) -> Path:
                                variant="softmax" if name == "constant" else "hyla"))
     with pytest.warns(ConstantCodesWarning, match="run constant"):
         return build_report(inputs, tmp_path_factory.mktemp("report"), title="browser test",
-                            embed_method="pca", progress=False)
+                            embed_method="pca", progress=False).path
 
 
 def test_every_figure_is_drawn_with_no_invisible_trace_and_no_console_error(chromium, report, tmp_path):

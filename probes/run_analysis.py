@@ -1,0 +1,203 @@
+"""One run's probe suite for the report: `RunInput` (what a run offers) in, `RunAnalysis` (decoding, clustering,
+rule and topographic similarity, an embedding, the constant-codes check) out, and the rows of the report's
+side-by-side summary table (`summary_rows`).
+
+Numbers only: the page that shows them is `probes.report`; finding runs on disk is `latentcode.run_report`'s job.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from probes.cluster import ClusteringResult, cluster_codes
+from probes.codes import LatentCodes, _jsonable
+from probes.decoding.decode import decode_rules
+from probes.decoding.results import HEADLINE, DecodingResult, Headline
+from probes.degenerate import CONSTANT_RTOL, CodeSpread, ConstantCodesWarning, code_spread, warn_constant
+from probes.embed import Embedding, embed_codes
+from probes.similarity import RuleSimilarity, TopographicResult, rule_similarity, topographic_similarity
+from probes.tables import format_cell
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunInput:
+    """What the report needs from one run.
+
+    Attributes:
+        name: run name (column header).
+        codes: the run's latent codes, or None (the code sections then say how to extract them).
+        metrics: rows of the run's metrics.jsonl ({"step", "split", "loss", "acc" | "r2", "lr", ...}).
+        summary: final metrics, e.g. {"test_acc": 0.97, "ood_acc": 0.61}.
+        variant: model variant (softmax, linear, hyla, ...), used to group runs in the comparison.
+    """
+
+    name: str
+    codes: LatentCodes | None = None
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+    variant: str | None = None
+
+
+@dataclass(frozen=True)
+class RunAnalysis:
+    """Everything computed for one run (None where the run has no codes).
+
+    `spread` holds the constant-codes check of each layer group (`probes.degenerate.code_spread`), made before
+    any analysis; `errors` the analyses that could not run, with why.
+    """
+
+    run: RunInput
+    decoding: DecodingResult | None = None
+    clustering: ClusteringResult | None = None
+    similarity: RuleSimilarity | None = None
+    topographic: TopographicResult | None = None
+    embedding: Embedding | None = None
+    errors: dict[str, str] = field(default_factory=dict)
+    spread: CodeSpread | None = None
+
+    @property
+    def constant_layers(self) -> list[str]:
+        """Layer groups whose codes are constant ("0", ..., "all"); empty without codes."""
+        return self.spread.constant_layers if self.spread is not None else []
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe summary (embedding coordinates left out)."""
+        run = self.run
+        out: dict[str, Any] = {
+            "variant": run.variant,
+            "task": run.codes.task if run.codes is not None else None,
+            "summary": run.summary,
+            "n_samples": run.codes.n_samples if run.codes is not None else 0,
+            "meta": run.codes.meta if run.codes is not None else None,
+        }
+        for key in ("decoding", "clustering", "similarity", "topographic"):
+            value = getattr(self, key)
+            out[key] = value.to_dict() if value is not None else None
+        if self.embedding is not None:
+            out["embedding"] = {
+                "method": self.embedding.method,
+                "layer": self.embedding.layer,
+                "n_samples": self.embedding.n_samples,
+                "params": self.embedding.params,
+                "constant": self.embedding.constant,
+            }
+        out["constant_layers"] = self.constant_layers
+        out["code_spread"] = self.spread.to_dict() if self.spread is not None else None
+        out["errors"] = self.errors
+        return _jsonable(out)
+
+
+def analyse_run(
+    run: RunInput,
+    *,
+    embed_method: Literal["umap", "pca"] = "umap",
+    max_points: int = 3000,
+    random_state: int = 0,
+    progress: bool | None = None,
+    rtol: float = CONSTANT_RTOL,
+) -> RunAnalysis:
+    """Run decoding, clustering, rule similarity, topographic similarity and an embedding on one run's codes.
+
+    First each layer's codes are checked: constant layers (spread / RMS <= `rtol`, `probes.degenerate`) get
+    one `ConstantCodesWarning` naming the run, are recorded in `spread`, and are skipped by k-means and the
+    embedding. An analysis that cannot run on these codes (e.g. a single class in the train split) is
+    recorded in `errors` and left out, so one odd run does not sink the whole report.
+    """
+    codes = run.codes
+    if codes is None:
+        return RunAnalysis(run)
+    spread = code_spread(codes, "each+all", rtol=rtol)
+    warn_constant(spread, f"run {run.name}")
+    results: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    steps = {
+        "decoding": lambda: decode_rules(codes, random_state=random_state, progress=progress, rtol=rtol),
+        "clustering": lambda: cluster_codes(codes, random_state=random_state, rtol=rtol),
+        "similarity": lambda: rule_similarity(codes, layer="last", rtol=rtol),
+        "topographic": lambda: topographic_similarity(codes, random_state=random_state, rtol=rtol),
+        # 200 epochs (umap's own choice above 10,000 rows) keep a report of several runs to seconds per run
+        "embedding": lambda: embed_codes(
+            codes, embed_method, "last", max_points=max_points, n_epochs=200, random_state=random_state,
+            rtol=rtol,
+        ),
+    }
+    for name, step in steps.items():
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConstantCodesWarning)  # said once above, for the whole run
+                results[name] = step()
+        except ValueError as err:
+            logger.warning("run %s: %s skipped: %s", run.name, name, err)
+            errors[name] = str(err)
+    return RunAnalysis(run, errors=errors, spread=spread, **results)
+
+
+HEADLINE_ROWS = {"accuracy": "decoding accuracy", "term_f1": "term F1"}
+"""The `DecodingResult.headlines()` metrics the summary shows, with their row titles."""
+FLOOR_TITLES = {"chance": "chance (uniform)", "majority": "majority class", "always_present": "always present"}
+"""Row titles of the floors (`Headline.floors`)."""
+
+
+def _at(headline: Headline, layer: str, values: np.ndarray | None = None) -> float:
+    """`values` (default: the codes' scores) of the last single layer (`layer="last"`) or of every layer ("all")."""
+    names = headline.layers
+    index = names.index("all") if layer == "all" else max(i for i, n in enumerate(names) if n != "all")
+    return float((headline.codes if values is None else values)[index])
+
+
+def summary_rows(analyses: Mapping[str, RunAnalysis]) -> list[tuple[str, list[str]]]:
+    """Rows of the side-by-side table: given final metrics, then each decoding score (last layer, all layers)
+    beside its floors, the input-only control and `codes − best` (`DecodingResult.headlines()`), then the headline
+    number of the other analyses."""
+    runs = list(analyses.values())
+    headlines = [a.decoding.headlines() if a.decoding is not None else {} for a in runs]
+
+    def row(name: str, value: Any) -> tuple[str, list[str]]:
+        cells = []
+        for analysis in runs:
+            try:
+                cells.append(format_cell(value(analysis)))
+            except (AttributeError, KeyError, IndexError, ValueError):  # the run lacks this analysis or split
+                cells.append(format_cell(None))
+        return name, cells
+
+    def headline_row(name: str, metric: str, split: str, value: Any) -> tuple[str, list[str]]:
+        cells = []
+        for found in headlines:
+            try:
+                cells.append(format_cell(value(found[metric][split])))
+            except (KeyError, ValueError):  # no such metric, split or layer for this run
+                cells.append(format_cell(None))
+        return name, cells
+
+    rows = [row("variant", lambda a: a.run.variant), row("task", lambda a: a.run.codes.task)]
+    rows.append(row("codes read at", lambda a: a.run.codes.reading or "not recorded"))
+    rows.append(row("constant codes (layers)", lambda a: ", ".join(a.spread.constant_layers) or "none"))
+    rows += [
+        row(k, lambda a, k=k: a.run.summary[k]) for k in dict.fromkeys(k for a in runs for k in a.run.summary)
+    ]
+    for metric, title in HEADLINE_ROWS.items():
+        if not any(metric in found for found in headlines):
+            continue
+        floors = dict.fromkeys(f for found in headlines for h in found.get(metric, {}).values() for f in h.floors)
+        for split in ("test", "ood"):
+            rows.append(headline_row(f"{title}, {split}, last layer", metric, split, lambda h: _at(h, "last")))
+            rows.append(headline_row(f"{title}, {split}, all layers", metric, split, lambda h: _at(h, "all")))
+            rows += [headline_row(f"{FLOOR_TITLES.get(f, f)} ({title}), {split}", metric, split,
+                                  lambda h, f=f: h.floors.get(f)) for f in floors]
+            rows.append(headline_row(f"input-only control ({title}), {split}", metric, split, lambda h: h.control))
+            for layer, where in (("last", "last layer"), ("all", "all layers")):
+                rows.append(headline_row(f"{HEADLINE} ({title}), {split}, {where}", metric, split,
+                                         lambda h, layer=layer: _at(h, layer, h.over_best)))
+    rows.append(row("ridge R² of latent bits, ood, all layers", lambda a: a.decoding.bits.mean("ood")[-1]))
+    rows.append(row("k-means AMI, all layers", lambda a: a.clustering.scores("ami")[-1]))
+    rows.append(row("topographic ρ, all layers", lambda a: a.topographic.rho[-1]))
+    return rows
