@@ -26,7 +26,8 @@ from latentcode.pretrained import (
 )
 
 REPO_CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
-SHIPPED = ["fuzzy_logic-softmax", "fuzzy_logic-linear", "fuzzy_logic-hyla"]
+SHIPPED = sorted(p.parent.name for p in REPO_CHECKPOINTS.glob("*/shipped.json"))
+"""Every checkpoint in the repository's checkpoints/ folder (each seed included), found without latentcode."""
 
 
 def _tree_digest(folder: Path) -> dict[str, str]:
@@ -151,6 +152,10 @@ def test_shipped_checkpoint_reproduces_its_recorded_metric(name, monkeypatch):
     metric = evaluation["metric"]
     assert results["ood"][metric] == pytest.approx(evaluation["results"]["ood"][metric], abs=1e-4)
     assert (run.path / "model.safetensors").stat().st_size < 1_000_000
+
+
+def test_every_core_fuzzy_logic_variant_ships():
+    assert {"fuzzy_logic-softmax", "fuzzy_logic-linear", "fuzzy_logic-hyla"} <= set(SHIPPED)
 
 
 def test_the_report_measures_the_live_fraction_of_a_run_trained_before_the_diagnostic(tiny_run, tmp_path):
