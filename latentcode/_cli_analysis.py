@@ -303,7 +303,8 @@ def _add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 @_constant_codes_as_log_lines
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from latentcode.demo import SEED_LEGEND, demo
+    from latentcode.demo import demo
+    from latentcode.demo_table import SEED_LEGEND
 
     if args.steps <= 0 or args.n_samples <= 0:
         raise ValueError(f"--steps={args.steps} and --n-samples={args.n_samples} must be positive integers")

@@ -19,7 +19,8 @@ import torch
 import latentcode as lc
 from latentcode import run_codes
 from latentcode.cli import main
-from latentcode.demo import SEED_LEGEND, SUMMARY_TITLE, DemoResult, SeedTable, seed_row, shipped_seed_dirs
+from latentcode.demo import shipped_seed_dirs
+from latentcode.demo_table import SEED_LEGEND, SUMMARY_TITLE, DemoResult, SeedTable, seed_row
 from latentcode.diagnostics import value_live_fraction
 from latentcode.evaluate import live_fraction_inputs
 from latentcode.pretrained import CHECKPOINTS_ENV, export_checkpoint, load_pretrained, shipped_info

@@ -514,7 +514,7 @@ def current_tables() -> dict[str, tuple[bool, set[frozenset[str]]]]:
     import torch
 
     import latentcode as lc
-    from latentcode.demo import SUMMARY_TITLE, SeedTable
+    from latentcode.demo_table import SUMMARY_TITLE, SeedTable
     from probes import decode_rules
 
     tables: dict[str, tuple[bool, set[frozenset[str]]]] = {}
