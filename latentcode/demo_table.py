@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probes.codes import _jsonable
-from probes.decoding.results import HEADLINE
+from probes.decoding.headline import HEADLINE
 from probes.tables import NA
 from probes.tables import align_columns as _aligned
 from probes.tables import format_score as _fmt

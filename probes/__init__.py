@@ -40,12 +40,14 @@ if TYPE_CHECKING:
         code_space_directions,
     )
     from probes.decoding.fit import make_probe
-    from probes.decoding.results import (
+    from probes.decoding.headline import (
         Baseline,
-        BitRegressionResult,
         Controls,
-        DecodingResult,
         Headline,
+    )
+    from probes.decoding.results import (
+        BitRegressionResult,
+        DecodingResult,
         LayerDecoding,
         TermDecodingResult,
     )
@@ -131,10 +133,12 @@ _EXPORTS: dict[str, str] = {
     ), "probes.decoding.fit"),
     **dict.fromkeys((
         "Baseline",
-        "BitRegressionResult",
         "Controls",
-        "DecodingResult",
         "Headline",
+    ), "probes.decoding.headline"),
+    **dict.fromkeys((
+        "BitRegressionResult",
+        "DecodingResult",
         "LayerDecoding",
         "TermDecodingResult",
     ), "probes.decoding.results"),

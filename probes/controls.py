@@ -12,7 +12,7 @@ from probes.decoding.controls import (
     input_types,
     run_controls,
 )
-from probes.decoding.results import Controls
+from probes.decoding.headline import Controls
 
 __all__ = [
     "CONTROL_LABEL",

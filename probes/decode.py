@@ -5,11 +5,10 @@ re-exports it so `from probes.decode import ...` keeps working. Prefer `from pro
 
 from probes.decoding.decode import decode_rules, decode_terms, ridge_bits
 from probes.decoding.fit import LayerChoice, make_probe, probe_groups
+from probes.decoding.headline import Baseline, Headline
 from probes.decoding.results import (
-    Baseline,
     BitRegressionResult,
     DecodingResult,
-    Headline,
     LayerDecoding,
     TermDecodingResult,
 )

@@ -23,7 +23,8 @@ from typing import Any, Literal
 from tqdm.auto import tqdm
 
 from probes.codes import _atomic_write
-from probes.decoding.results import HEADLINE, DecodingResult
+from probes.decoding.headline import HEADLINE
+from probes.decoding.results import DecodingResult
 from probes.degenerate import CONSTANT_RTOL
 from probes.figures import (
     code_heatmap_figure,

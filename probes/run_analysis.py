@@ -18,7 +18,8 @@ import numpy as np
 from probes.cluster import ClusteringResult, cluster_codes
 from probes.codes import LatentCodes, _jsonable
 from probes.decoding.decode import decode_rules
-from probes.decoding.results import HEADLINE, DecodingResult, Headline
+from probes.decoding.headline import HEADLINE, Headline
+from probes.decoding.results import DecodingResult
 from probes.degenerate import CONSTANT_RTOL, CodeSpread, ConstantCodesWarning, code_spread, warn_constant
 from probes.embed import Embedding, embed_codes
 from probes.similarity import RuleSimilarity, TopographicResult, rule_similarity, topographic_similarity

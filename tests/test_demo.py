@@ -25,7 +25,8 @@ from latentcode.diagnostics import value_live_fraction
 from latentcode.evaluate import live_fraction_inputs
 from latentcode.pretrained import CHECKPOINTS_ENV, export_checkpoint, load_pretrained, shipped_info
 from probes import decode_rules
-from probes.decoding.results import HEADLINE, NA, UNDEFINED
+from probes.decoding.headline import HEADLINE
+from probes.decoding.results import NA, UNDEFINED
 
 SEEDS = {"softmax": (0, 1), "hyla": (0, 1, 2)}
 N_SAMPLES = 64

@@ -2,7 +2,8 @@
 
 The modules import one way, each only from those above it (and `probes.codes`, `probes.degenerate`):
 
-- `results`: what the decoders return (`DecodingResult`, `Headline`, `Controls`, ...); no fitting.
+- `headline`: what a score is judged against: its floors (`Baseline`), controls (`Controls`) and `Headline`.
+- `results`: what the decoders return (`DecodingResult`, `TermDecodingResult`, ...); no fitting.
 - `estimators`: `RuleDecoder`, the probe as a scikit-learn estimator, and `code_space_directions`.
 - `fit`: the probe (`make_probe`), the layer groups it reads, the plain decoders without controls; `ridge`: the
   bits decoder (`fit_bits`) on top of it.
@@ -19,8 +20,9 @@ import importlib
 from typing import Any
 
 _EXPORTS: dict[str, str] = {
-    **dict.fromkeys(("Baseline", "BitRegressionResult", "Controls", "DecodingResult", "Headline", "LayerDecoding",
-                     "TermDecodingResult", "NA", "UNDEFINED", "HEADLINE"), "probes.decoding.results"),
+    **dict.fromkeys(("Baseline", "Controls", "Headline", "HEADLINE"), "probes.decoding.headline"),
+    **dict.fromkeys(("BitRegressionResult", "DecodingResult", "LayerDecoding", "TermDecodingResult", "NA",
+                     "UNDEFINED"), "probes.decoding.results"),
     **dict.fromkeys(("RuleDecoder", "code_space_directions"), "probes.decoding.estimators"),
     **dict.fromkeys(("LayerChoice", "make_probe", "probe_groups", "fit_rules", "fit_terms"), "probes.decoding.fit"),
     "fit_bits": "probes.decoding.ridge",

@@ -23,7 +23,7 @@ import numpy as np
 
 from probes.codes import LatentCodes, _class_labels
 from probes.decoding.fit import fit_rules, fit_terms
-from probes.decoding.results import Controls
+from probes.decoding.headline import Controls
 from probes.decoding.ridge import fit_bits
 from probes.degenerate import CONSTANT_RTOL
 

@@ -29,7 +29,8 @@ from tqdm.auto import tqdm
 
 from probes.codes import LatentCodes, _class_labels
 from probes.decoding.estimators import RuleDecoder
-from probes.decoding.results import Baseline, DecodingResult, LayerDecoding, TermDecodingResult
+from probes.decoding.headline import Baseline
+from probes.decoding.results import DecodingResult, LayerDecoding, TermDecodingResult
 from probes.degenerate import CONSTANT_RTOL, code_spread
 
 __all__ = ["LayerChoice", "fit_rules", "fit_terms", "make_probe", "probe_groups"]
