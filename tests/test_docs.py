@@ -571,10 +571,9 @@ def _printed_outputs(path: Path) -> list[tuple[int, str]]:
     return out
 
 
-# Notebooks whose saved outputs predate the floors and controls columns (issue 17). They are re-executed once the
-# fuzzy-logic seeds 1 and 2 ship; strict: the test fails once their outputs are current, so this list shrinks.
-AWAITING_RERUN = {"01_quickstart.ipynb", "02_sraven_latent_code.ipynb", "05_probe_any_model.ipynb",
-                  "06_interventions.ipynb"}
+# Notebooks whose saved outputs are known to predate the current tables (empty: all were re-executed for issue 17).
+# Strict: a listed notebook whose outputs become current fails the test, so the list only shrinks.
+AWAITING_RERUN: set[str] = set()
 
 
 def _notebook_params() -> list:
