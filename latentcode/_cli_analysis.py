@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from latentcode._cli_util import _echo, _subparser
-from latentcode.constants import POSITIONS_NAMES as POSITIONS
 
 __all__ = ["COMMANDS"]
 
@@ -52,9 +51,10 @@ def _int_csv(text: str) -> list[int]:
 
 
 def _add_positions(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--positions", default="paper", choices=POSITIONS,
-                        help="which codes: paper (spec §4.1) or all_features (SRAVEN, one row per feature; "
-                             "default: paper)")
+    parser.add_argument("--positions", default="paper", metavar="NAME",
+                        help="which codes: a named position of the run's task, checked once the run is loaded: paper "
+                             "(spec §4.1, every task; default), all_features (SRAVEN, one row per feature), or any "
+                             "other the task declares (Task.code_reading.positions)")
 
 
 class _InputsAction(argparse.Action):

@@ -68,7 +68,8 @@ def extract_run(
         run_dir: the run directory.
         splits: splits to draw instances from (decoding needs `train` and at least one other).
         n_samples: instances per split.
-        positions: 'paper' or 'all_features' (SRAVEN); see `latentcode.extract.resolve_positions`.
+        positions: a named position of the run's task: 'paper' (every task), 'all_features' (SRAVEN), or one the
+            task declares (`code_reading.positions`); see `latentcode.extract.resolve_positions`.
         batch_size: instances per forward pass.
         device: where the model runs.
         seed: batch seed.
@@ -88,9 +89,9 @@ def extract_run(
         ConstantCodesWarning: some layers' codes barely vary across instances (`probes.degenerate`).
     """
     config = run_config(run_dir)
+    inputs = check_reading(config, positions, inputs)
     check_extraction(config.task, tuple(splits), n_samples, positions=positions, inputs=inputs,
                      batch_size=batch_size)
-    inputs = check_reading(config, positions, inputs)
     source, run_dir = run_dir, analysis_dir(run_dir, out_dir)
     path, codes = extract_codes(run_dir, positions, inputs, device, progress, splits=splits, n_samples=n_samples,
                            batch_size=batch_size, seed=seed)

@@ -18,8 +18,10 @@ SHIPPED_FILE = "shipped.json"
 MANIFEST_FILE = "manifest.json"
 """Lists, relative to the run, every file latentcode wrote there besides the fixed ones above (codes, figures)."""
 MANIFEST_KIND = "latentcode.manifest"
-POSITIONS_NAMES = ("paper", "all_features")
-"""Extraction names; `codes/<name>.npz`, `.json` and `.decode.json` are latentcode's in a run without a manifest."""
+POSITIONS = ("paper", "all_features")
+"""The named positions of the built-in tasks: `paper` (spec §4.1, every task's default) and `all_features` (SRAVEN,
+spec §8.4). A task may declare others (`Task.code_reading.positions`); the analyses accept any name the run's task
+declares. In a run without a manifest, `codes/<name>.npz`, `.json` and `.decode.json` for these are latentcode's."""
 FIGURE_NAMES = ("decoding", "similarity", "code_heatmap", "umap", "pca", "term_f1", "training_curves")
 """Figure file stems `figures_run` writes (`figures/<name>[_all_features].<format>`)."""
 FIGURE_SUFFIXES = ("png", "svg", "pdf", "html")

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from latentcode.constants import POSITIONS
 from latentcode.tasks.base import CodeReading, InputChoice, PositionSpec
 
 __all__ = [
@@ -28,10 +29,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-POSITIONS = ("paper", "all_features")
-"""The named positions the built-in tasks define (the command line's `--positions` choices): `paper` (spec §4.1,
-every task) and `all_features` (SRAVEN, spec §8.4). A task lists its own in `code_reading.positions`."""
 
 PositionsArg = str | Mapping[str, Sequence[int]] | tuple[Sequence[int], Sequence[int]]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from latentcode.checkpoint import RunConfig, load_run
 from latentcode.constants import CODES_DIR, CONFIG_FILE, MODEL_FILE
-from latentcode.extract import POSITIONS, LatentCodes, check_extraction, code_reading, extract_latent_codes
+from latentcode.extract import LatentCodes, check_extraction, code_reading, extract_latent_codes
 from latentcode.pretrained import require_writable_run
 from latentcode.rundir import record_outputs
 from latentcode.weights import file_hash
@@ -38,7 +38,8 @@ def codes_path(run_dir: str | os.PathLike, positions: str = "paper", inputs: str
 
     Args:
         run_dir: the run directory (read only when `inputs` is given, to tell the task's default).
-        positions: 'paper' or 'all_features'.
+        positions: a named position of the run's task ('paper', 'all_features', or one the task declares in
+            `code_reading.positions`; checked against the task by the analyses, see `check_reading`).
         inputs: an input choice of the run's task (None: its default).
 
     >>> codes_path("runs/demo/hyla").as_posix()
@@ -51,9 +52,18 @@ def codes_path(run_dir: str | os.PathLike, positions: str = "paper", inputs: str
     return Path(run_dir) / CODES_DIR / f"{name}.npz"
 
 
-def check_positions(positions: str) -> None:
-    if positions not in POSITIONS:
-        raise ValueError(f"unknown positions {positions!r}; valid: {', '.join(POSITIONS)}")
+def check_positions(positions: str, task: Any = None) -> None:
+    """Raise a ValueError unless `positions` names positions: a plain name (it names the codes' files), and, given
+    the run's task, one the task declares (`code_reading.positions`; the message lists them)."""
+    if not isinstance(positions, str) or not positions or positions.startswith(".") \
+            or any(c in positions for c in "/\\"):
+        raise ValueError(f"positions={positions!r} is not a name of positions; the analyses read codes at named "
+                         "positions (e.g. 'paper'); pass explicit positions to `extract_latent_codes` instead")
+    if task is not None:
+        names = code_reading(task).positions
+        if positions not in names:
+            raise ValueError(f"positions={positions!r} is not defined for task {task.name!r}; valid: "
+                             f"{', '.join(names)} (the task's named positions, `code_reading.positions`)")
 
 
 def run_config(run_dir: str | os.PathLike) -> RunConfig:
@@ -68,8 +78,8 @@ def run_config(run_dir: str | os.PathLike) -> RunConfig:
 
 def check_reading(config: RunConfig, positions: str, inputs: str | None) -> str:
     """Check positions and inputs against the run's task; return the input choice's name (None: the default)."""
-    check_positions(positions)
     task = config.task
+    check_positions(positions, task)
     _, choice = check_extraction(task, positions=positions, inputs=inputs)
     return choice.name
 
@@ -160,7 +170,7 @@ def load_codes(run_dir: str | os.PathLike, positions: str = "paper", inputs: str
 
     Args:
         run_dir: the run directory.
-        positions: which extraction ('paper' or 'all_features').
+        positions: which extraction (a named position of the run's task: 'paper', 'all_features', ...).
         inputs: the input choice they were read at (None: the task's default, the paper's reading).
 
     Returns:

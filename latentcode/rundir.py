@@ -26,7 +26,7 @@ from latentcode.constants import (
     MANIFEST_KIND,
     METRICS_FILE,
     MODEL_FILE,
-    POSITIONS_NAMES,
+    POSITIONS,
     REPORT_FILE,
     RUN_KIND,
     SHIPPED_FILE,
@@ -124,7 +124,7 @@ def record_outputs(run_dir: str | os.PathLike, paths: Sequence[str | os.PathLike
 
 def _legacy_outputs() -> list[str]:
     """What latentcode 0.1.0 wrote into a run besides `RUN_FILES`, for runs without a manifest."""
-    codes = [f"{CODES_DIR}/{name}{ext}" for name in POSITIONS_NAMES for ext in (".npz", ".json", ".decode.json")]
+    codes = [f"{CODES_DIR}/{name}{ext}" for name in POSITIONS for ext in (".npz", ".json", ".decode.json")]
     figures = [f"{FIGURES_DIR}/{stem}{suffix}.{fmt}" for stem in FIGURE_NAMES for suffix in ("", "_all_features")
                for fmt in FIGURE_SUFFIXES]
     return codes + figures

@@ -287,7 +287,9 @@ def test_decode_rejects_bad_codes_with_a_clear_error(run_copy, cli, capsys, chan
     "argv, message",
     [
         pytest.param(
-            ["extract", "RUN", "--positions", "everything"], "invalid choice", id="unknown-positions"
+            ["extract", "RUN", "--positions", "everything"],
+            "positions='everything' is not defined for task 'sraven'; valid: paper, all_features (the task's named positions",
+            id="unknown-positions",
         ),
         pytest.param(
             ["extract", "RUN", "--splits", "train,validation"],

@@ -4,7 +4,8 @@ command line, without touching a package file.
 
 The task, `ToySum`: each composition is K=2 of P=5 fixed linear primitives w_p; a sequence holds (x, f(x)) examples
 with f(x) = sum of its primitives' w_p · x, the query's y zeroed, and the model regresses f at the query. What the
-pipeline needs from it, it declares: presets, how its codes are read and labelled, and its transfer experiment.
+pipeline needs from it, it declares: presets, how its codes are read (including a named position of its own,
+`first_example`) and labelled, and its transfer experiment.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import torch
 import latentcode as lc
 import probes
 from latentcode.cli import main
+from latentcode.tasks.base import PositionSpec
 from latentcode.tasks.sampling import (
     batch_generator,
     check_disjoint,
@@ -64,6 +66,7 @@ class ToySum(lc.CompositionalTask):
         composition="parts",
         input_control="all_tokens",
         control_task=False,
+        positions=("paper", "first_example"),
     )
     transfer: ClassVar[str | None] = "function_transfer"
 
@@ -107,6 +110,12 @@ class ToySum(lc.CompositionalTask):
 
     def predict(self, outputs: torch.Tensor) -> torch.Tensor:
         return outputs[:, -1, 0].float()
+
+    def code_positions(self, name: str) -> PositionSpec:
+        """'paper': the query attending to itself; 'first_example': the query attending to the first example."""
+        if name == "first_example":
+            return PositionSpec(name, np.array([[self.seq_len - 1]]), np.array([[0]]))
+        return super().code_positions(name)
 
     def class_names(self) -> list[str]:
         return [f"w{p}" for p in range(N_PRIMITIVES)]
@@ -228,5 +237,18 @@ def test_the_pipeline_through_the_command_line(toy_task, tmp_path, capsys):
     assert "function_transfer — toy_sum" in capsys.readouterr().out
     assert main(["report", run_dir, "--embed", "pca", "--no-progress"]) == 0
     assert (tmp_path / "cli-run" / "report.html").is_file()
+
+    # the task's own named positions: accepted by name, checked against the task once the run is loaded
+    assert main(["extract", run_dir, "--n-samples", "16", "--positions", "first_example", "--no-progress"]) == 0
+    codes, paper = lc.load_codes(run_dir, positions="first_example"), lc.load_codes(run_dir)
+    assert codes.meta["positions"] == "first_example" and "first_example" in codes.reading
+    np.testing.assert_array_equal(codes.labels["parts"], paper.labels["parts"])  # same instances, other keys
+    assert not np.allclose(codes.codes, paper.codes)
+    assert main(["decode", run_dir, "--positions", "first_example", "--no-progress"]) == 0
+    assert "parts" in capsys.readouterr().out
+    assert (tmp_path / "cli-run" / "codes" / "first_example.decode.json").is_file()
+    assert main(["decode", run_dir, "--positions", "all_features", "--no-progress"]) == 2
+    assert ("positions='all_features' is not defined for task 'toy_sum'; valid: paper, first_example"
+            in " ".join(capsys.readouterr().err.split()))
     assert main(["train", "--help"]) == 0
     assert f"task: fuzzy_logic, sraven, {NAME}" in " ".join(capsys.readouterr().out.split())
