@@ -649,3 +649,17 @@ def test_the_readme_quotes_the_committed_demo_and_table_a1():
     assert len(demo) == 1, "README.md lost its generated demo block"
     assert [m["csv"] for m in gen.BLOCK.finditer(text)] == ["results/table_a1_fuzzy_logic.csv"]
     assert gen.render(text) == text, "README.md is stale: run `python docs/gen_tables.py`"
+
+
+def test_the_readme_claim_about_the_seeds_holds_for_the_committed_demo():
+    """README says which variant's codes beat the floor in every shipped seed; the committed demo must agree, so a
+    new seed that breaks the claim fails here until the sentence is rewritten."""
+    text = (ROOT / "README.md").read_text()
+    claim = ("linear attention's last-layer codes beat the \"always present\" floor in every\nseed and softmax's in "
+             "none")
+    assert claim in text, "README's across-seed sentence changed: update this test with it"
+    rows = json.loads((ROOT / "results" / "demo" / "fuzzy_logic.json").read_text())["rows"]
+    margin = {variant: [r["term_f1_ood_last"] - max(r["always_present_f1_ood"], r["input_only_f1_ood"])
+                        for r in rows if r["variant"] == variant] for variant in ("linear", "softmax")}
+    assert margin["linear"] and all(m > 0 for m in margin["linear"])
+    assert margin["softmax"] and all(m <= 0 for m in margin["softmax"])
