@@ -107,7 +107,7 @@ CLI_CASES = [
     ("demo-unknown-inputs", ["demo", "--inputs", "bogus", "--out", "{w}/demo"], None,
      "valid: fixed_query, uniform, fixed_context"),
     ("decode-unknown-label", ["decode", "{w}/run", "--label", "nosuch"], None, "available labels"),
-    ("decode-unknown-positions", ["decode", "{w}/run", "--positions", "somewhere"], None, "invalid choice"),
+    ("decode-unknown-positions", ["decode", "{w}/run", "--positions", "somewhere"], None, "is not defined for task 'sraven'; valid: paper, all_features"),
     ("decode-nan-codes", ["decode", "{w}/run"], lambda w: _nan_codes(w / "run"), "NaN or infinite"),
     ("decode-truncated-codes", ["decode", "{w}/run"], lambda w: _truncate(w / "run" / "codes" / "paper.npz"),
      "not a readable latent-code file"),
