@@ -22,8 +22,8 @@ import time
 
 import torch
 
-from latentcode.extract import _slice_views, extract_latent_codes, pattern_hook_name, resolve_positions
-from latentcode.model import build_model
+from latentcode.codes.extract import _slice_views, extract_latent_codes, pattern_hook_name, resolve_positions
+from latentcode.model.transformer import build_model
 from latentcode.tasks import get_task
 
 CLOCKS = {"cpu": time.process_time, "wall": time.perf_counter}

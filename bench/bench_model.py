@@ -27,7 +27,7 @@ import time
 import torch
 
 from latentcode.config import VARIANTS
-from latentcode.model import build_model
+from latentcode.model.transformer import build_model
 from latentcode.tasks import get_task
 
 TARGETS = {  # steps/s: 1.5x the authors' JAX code on this 2-core CPU, batch 128

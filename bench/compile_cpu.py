@@ -14,10 +14,10 @@ import time
 import torch
 
 from latentcode.config import model_config, train_config
-from latentcode.model import Transformer
-from latentcode.optim import build_optimizer
+from latentcode.model.transformer import Transformer
 from latentcode.tasks import get_task
-from latentcode.train_step import step_seeds
+from latentcode.training.optim import build_optimizer
+from latentcode.training.train_step import step_seeds
 
 
 def measure(variant: str, compiled: bool, steps: int, seq_len: int) -> tuple[float, float]:

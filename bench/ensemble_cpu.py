@@ -17,9 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from latentcode.checkpoint import RunConfig, read_metrics
 from latentcode.config import train_config
-from latentcode.sweep import Grid, run_sweep
+from latentcode.rundir.checkpoint import RunConfig, read_metrics
+from latentcode.training.sweep import Grid, run_sweep
 
 
 def measure(variant: str, args: argparse.Namespace, root: Path, ensemble: bool) -> dict:

@@ -76,8 +76,8 @@ from pathlib import Path
 
 import torch
 
-from latentcode.checkpoint import load_run
-from latentcode.sweep import expand_grid, group_points, load_grid, train_group
+from latentcode.rundir.checkpoint import load_run
+from latentcode.training.sweep import expand_grid, group_points, load_grid, train_group
 
 work = Path(sys.argv[1])
 torch.set_num_threads(1)

@@ -1,9 +1,9 @@
 """GPU smoke test, the first step of bench/gpu_runbook.sh: does the paper-size SRAVEN training run here, how fast?
 
 Trains softmax, linear and HYLA (paper preset: 4 layers, width 1, batch 128) for `--steps` steps each in fp32
-eager through `latentcode.train`, then HYLA as a 3-seed `train_ensemble`, then HYLA once more with `--compile`,
-then the compiled 3-seed ensemble, and prints steps/s of each (the last logged window, so compilation and
-warm-up are not counted). Stops starting new parts once `--budget` seconds have passed. Writes the numbers as
+eager through `latentcode.training.train`, then HYLA as a 3-seed `train_ensemble`, then HYLA once more with
+`--compile`, then the compiled 3-seed ensemble, and prints steps/s of each (the last logged window, so compilation
+and warm-up are not counted). Stops starting new parts once `--budget` seconds have passed. Writes the numbers as
 JSON with `--json`. Not a test: no timing is asserted. It exits with 1 if an eager part fails (an import
 failure or a non-finite loss, say), which stops the runbook before training; a failing compiled part is
 reported and training goes on in eager mode.
@@ -27,10 +27,10 @@ import torch
 
 import latentcode
 from latentcode.config import model_config, train_config
-from latentcode.ensemble import train_ensemble
 from latentcode.tasks import get_task
-from latentcode.train import train
-from latentcode.train_step import resolve_device
+from latentcode.training.ensemble import train_ensemble
+from latentcode.training.train import train
+from latentcode.training.train_step import resolve_device
 
 
 def _steps_per_s(metrics: list[dict], batch_size: int) -> float:

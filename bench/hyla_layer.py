@@ -5,8 +5,8 @@
 2. Recomputing the layer in batch chunks small enough for the cache (`torch.utils.checkpoint` per chunk) against
    the plain layer, forward + backward.
 
-Both run with glibc keeping freed memory (`latentcode._allocator`), as training does. Not a test: nothing here
-asserts a timing.
+Both run with glibc keeping freed memory (`latentcode.training._allocator`), as training does. Not a test: nothing
+here asserts a timing.
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/hyla_layer.py [--chunks 4 8 16 32] [--repeats 20]
 """
@@ -20,9 +20,9 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from latentcode._allocator import keep_freed_memory
-from latentcode.attention import MultiHeadAttention, _RMSHead
 from latentcode.config import model_config
+from latentcode.model.attention import MultiHeadAttention, _RMSHead
+from latentcode.training._allocator import keep_freed_memory
 
 
 def _ms(fn, repeats: int) -> float:

@@ -1,8 +1,8 @@
 """Steady-state training throughput of the paper-sized models, beside the authors' JAX code on the same CPU.
 
-One step is what `latentcode.train` does per step: seed, sample a batch on the device, forward, backward, AdamW.
-Warm-up steps are not timed. Prints a markdown table (the one in docs/benchmarks.md) and, with --profile, where
-the time of one model's step goes (torch.profiler). Not a test: nothing here asserts a timing.
+One step is what `latentcode.training.train` does per step: seed, sample a batch on the device, forward, backward,
+AdamW. Warm-up steps are not timed. Prints a markdown table (the one in docs/benchmarks.md) and, with --profile,
+where the time of one model's step goes (torch.profiler). Not a test: nothing here asserts a timing.
 
     python bench/train_throughput.py                      # every non-MoE variant, both tasks
     python bench/train_throughput.py --moe --seconds 10   # MoE variants too, longer timing windows
@@ -19,12 +19,12 @@ import time
 
 import torch
 
-from latentcode._allocator import keep_freed_memory
 from latentcode.config import VARIANTS, model_config, train_config
-from latentcode.model import Transformer
-from latentcode.optim import build_optimizer, lr_at
+from latentcode.model.transformer import Transformer
 from latentcode.tasks import get_task
-from latentcode.train_step import make_train_step, step_seeds
+from latentcode.training._allocator import keep_freed_memory
+from latentcode.training.optim import build_optimizer, lr_at
+from latentcode.training.train_step import make_train_step, step_seeds
 
 JAX_REFERENCE = {  # steps/s of the authors' JAX code on this 2-core CPU, batch 128
     ("sraven", "softmax"): 4.9, ("sraven", "linear"): 6.3, ("sraven", "hyla"): 3.3,
@@ -129,7 +129,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--profile", nargs=2, metavar=("TASK", "VARIANT"), help="profile one model instead")
     parser.add_argument("--default-allocator", action="store_true",
-                        help="keep glibc's default mmap/trim thresholds (what latentcode.train used before 0.2)")
+                        help="keep glibc's default mmap/trim thresholds (what latentcode.training.train used before 0.2)")
     args = parser.parse_args()
     allocator = "glibc defaults" if args.default_allocator else (
         "mallopt thresholds raised" if keep_freed_memory() else "platform default")

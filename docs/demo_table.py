@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from latentcode.demo_table import DemoResult
+from latentcode.pipelines.demo_table import DemoResult
 
 
 def render(path: str | Path) -> str:

@@ -16,36 +16,36 @@ from typing import Any
 from latentcode._version import __version__
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "latentcode.analysis": ("decode_run", "extract_run", "figures_run"),
-    "latentcode.checkpoint": ("CheckpointError", "Run", "load_run"),
+    "latentcode.pipelines.analysis": ("decode_run", "extract_run", "figures_run"),
+    "latentcode.rundir.checkpoint": ("CheckpointError", "Run", "load_run"),
     "latentcode.config": (
         "MODEL_PRESETS", "TRAIN_PRESETS", "VARIANTS", "ModelConfig", "TrainConfig", "model_config", "train_config"
     ),
-    "latentcode.demo": ("demo",),
-    "latentcode.diagnostics": ("value_live_fraction",),
-    "latentcode.emergence": ("rule_emergence",),
-    "latentcode.ensemble": ("can_ensemble", "train_ensemble"),
-    "latentcode.evaluate": ("evaluate",),
-    "latentcode.experiments": (
+    "latentcode.pipelines.demo": ("demo",),
+    "latentcode.training.diagnostics": ("value_live_fraction",),
+    "latentcode.pipelines.emergence": ("rule_emergence",),
+    "latentcode.training.ensemble": ("can_ensemble", "train_ensemble"),
+    "latentcode.training.evaluate": ("evaluate",),
+    "latentcode.causal.experiments": (
         "ExperimentResult", "function_transfer", "mean_ablation", "rule_transfer", "run_experiment"
     ),
-    "latentcode.extract": ("LatentCodes", "codes_from_patterns", "extract_latent_codes"),
-    "latentcode.hooks": ("hook_name", "hooks"),
-    "latentcode.hypernetwork": ("hypernetwork_forward", "value_network_weights"),
-    "latentcode.interventions": (
+    "latentcode.codes.extract": ("LatentCodes", "codes_from_patterns", "extract_latent_codes"),
+    "latentcode.model.hooks": ("hook_name", "hooks"),
+    "latentcode.model.hypernetwork": ("hypernetwork_forward", "value_network_weights"),
+    "latentcode.causal.interventions": (
         "InterventionResult", "ablate", "code_direction", "site_mask", "steer", "transplant"
     ),
-    "latentcode.model": ("Transformer", "build_model"),
-    "latentcode.patching": ("Ablate", "Edit", "Site", "Steer", "Transplant", "Zero", "intervene"),
-    "latentcode.pretrained": ("list_pretrained", "load_pretrained", "pretrained_seeds"),
-    "latentcode.results": ("collect_results", "summarize"),
-    "latentcode.run_codes": ("ensure_codes", "load_codes"),
-    "latentcode.run_report": ("report_runs",),
+    "latentcode.model.transformer": ("Transformer", "build_model"),
+    "latentcode.causal.patching": ("Ablate", "Edit", "Site", "Steer", "Transplant", "Zero", "intervene"),
+    "latentcode.rundir.pretrained": ("list_pretrained", "load_pretrained", "pretrained_seeds"),
+    "latentcode.pipelines.results": ("collect_results", "summarize"),
+    "latentcode.pipelines.run_codes": ("ensure_codes", "load_codes"),
+    "latentcode.pipelines.run_report": ("report_runs",),
     "latentcode.tasks": (
         "TASKS", "Batch", "CodeReading", "CompositionalTask", "FuzzyLogic", "InputChoice", "SRaven", "Task",
         "TaskPresets", "get_task", "register_task", "task_from_dict", "unregister_task"
     ),
-    "latentcode.train": ("NonFiniteLossError", "train"),
+    "latentcode.training.train": ("NonFiniteLossError", "train"),
 }  # fmt: skip
 """The module each public name is imported from."""
 
@@ -75,7 +75,7 @@ def __dir__() -> list[str]:
 
 class _Package(types.ModuleType):
     """Keeps `latentcode.train`, `.evaluate` and `.demo` the functions of those names. Importing a submodule sets
-    an attribute of its name on the package (`import latentcode.train` would set `latentcode.train` to the
+    an attribute of its name on the package (in 0.1, `import latentcode.train` set `latentcode.train` to the
     module); for a public name that is dropped, so the lazy lookup above returns the function, as the eager
     imports this module used to make did."""
 

@@ -1,7 +1,8 @@
 """`LatentCodes`: attention latent codes with their ground-truth labels, the hand-off from extraction to probes.
 
 Only numpy arrays, JSON metadata and a `.npz` + `.json` file pair (read with `allow_pickle=False`). Producing
-codes from a model is `latentcode.extract`'s job; this module deliberately knows nothing about models or torch.
+codes from a model is `latentcode.codes.extract`'s job; this module deliberately knows nothing about models or
+torch.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 rule and topographic similarity, an embedding, the constant-codes check) out, and the rows of the report's
 side-by-side summary table (`summary_rows`).
 
-Numbers only: the page that shows them is `probes.report`; finding runs on disk is `latentcode.run_report`'s job.
+Numbers only: the page that shows them is `probes.report`; finding runs on disk is
+`latentcode.pipelines.run_report`'s job.
 """
 
 from __future__ import annotations

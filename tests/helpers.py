@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from latentcode.config import VARIANTS, ModelConfig
-from latentcode.model import Transformer
+from latentcode.model.transformer import Transformer
 
 TASK_DIMS: dict[str, dict[str, int]] = {
     "fuzzy_logic": dict(d_in=5, d_out=1, seq_len=16),

@@ -1,7 +1,7 @@
-"""Tests for latentcode/analysis.py and the analysis subcommands (latentcode/_cli_analysis.py).
+"""Tests for latentcode/pipelines/analysis.py and the analysis subcommands (latentcode/cli/analysis.py).
 
 One short SRAVEN run is trained per module and shared; the commands are driven through `latentcode.cli.main`
-with the analysis subcommands added when cli.py does not list them yet.
+with the analysis subcommands added when cli/app.py does not list them yet.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 import torch
 
-from latentcode import analysis, run_codes
-from latentcode._cli_analysis import COMMANDS
-from latentcode.checkpoint import load_run
+from latentcode.cli.analysis import COMMANDS
+from latentcode.codes.extract import LatentCodes, extract_latent_codes
 from latentcode.config import model_config, train_config
-from latentcode.extract import LatentCodes, extract_latent_codes
+from latentcode.pipelines import analysis, run_codes
+from latentcode.rundir.checkpoint import load_run
 from latentcode.tasks import get_task
-from latentcode.train import train
+from latentcode.training.train import train
 from probes.decode import decode_rules
 
 # A tiny HYLA model on two-feature, unpermuted SRAVEN learns enough in 600 steps (about 15 s on one core) for

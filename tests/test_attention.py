@@ -8,8 +8,8 @@ import torch
 from helpers import ALL_VARIANTS, tiny_model, tiny_model_config
 from transformer_lens.hook_points import HookPoint
 
-from latentcode.attention import EditableHookPoint, MultiHeadAttention, _RMSHead
 from latentcode.config import VARIANTS
+from latentcode.model.attention import EditableHookPoint, MultiHeadAttention, _RMSHead
 
 
 def attention(dtype: torch.dtype = torch.float64, **overrides) -> MultiHeadAttention:

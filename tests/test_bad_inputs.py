@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 import torch
 
-from latentcode.analysis import decode_run, extract_run
 from latentcode.cli import main
 from latentcode.config import ModelConfig, model_config, train_config
+from latentcode.pipelines.analysis import decode_run, extract_run
 from latentcode.tasks import get_task
-from latentcode.train import train
+from latentcode.training.train import train
 from probes import LatentCodes, decode_rules
 
 

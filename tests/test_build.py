@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from latentcode.build import build_model_config, build_task, build_train_config, parse_value
+from latentcode.training.build import build_model_config, build_task, build_train_config, parse_value
 
 
 @pytest.mark.parametrize(

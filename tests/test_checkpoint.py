@@ -1,4 +1,4 @@
-"""Tests of latentcode/checkpoint.py: the run directory round trip, and clear errors for broken runs."""
+"""Tests of latentcode/rundir/checkpoint.py: the run directory round trip, and clear errors for broken runs."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from latentcode.checkpoint import (
+from latentcode.config import model_config, train_config
+from latentcode.constants import CONFIG_FILE, METRICS_FILE, MODEL_FILE, RUN_KIND, TRAIN_STATE_META_FILE
+from latentcode.model.transformer import Transformer
+from latentcode.rundir.checkpoint import (
     CheckpointError,
     Run,
     RunConfig,
@@ -20,15 +23,18 @@ from latentcode.checkpoint import (
     read_metrics,
     truncate_metrics,
 )
-from latentcode.config import model_config, train_config
-from latentcode.constants import CONFIG_FILE, METRICS_FILE, MODEL_FILE, RUN_KIND, TRAIN_STATE_META_FILE
-from latentcode.model import Transformer
-from latentcode.optim import build_optimizer
-from latentcode.rundir import atomic_write_json
+from latentcode.rundir.directory import atomic_write_json
+from latentcode.rundir.weights import file_hash
 from latentcode.tasks import get_task
-from latentcode.train import train
-from latentcode.train_state import TrainState, capture_rng, load_checkpoint, restore_rng, save_checkpoint
-from latentcode.weights import file_hash
+from latentcode.training.optim import build_optimizer
+from latentcode.training.train import train
+from latentcode.training.train_state import (
+    TrainState,
+    capture_rng,
+    load_checkpoint,
+    restore_rng,
+    save_checkpoint,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -243,9 +249,9 @@ def test_a_run_written_by_release_0_1_0_still_loads_evaluates_and_decodes(tmp_pa
     """tests/data/run_v0.1.0 was written by latentcode 0.1.0, before the vocabulary renames (see its README)."""
     import shutil
 
-    from latentcode.analysis import decode_run
-    from latentcode.evaluate import evaluate
-    from latentcode.run_codes import load_codes
+    from latentcode.pipelines.analysis import decode_run
+    from latentcode.pipelines.run_codes import load_codes
+    from latentcode.training.evaluate import evaluate
 
     run_dir = tmp_path / "old"
     shutil.copytree(OLD_RUN, run_dir)

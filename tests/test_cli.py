@@ -1,4 +1,5 @@
-"""Tests of latentcode/cli.py: exit codes and one-line errors, --help examples, dotted overrides, each command."""
+"""Tests of latentcode/cli/app.py: exit codes and one-line errors, --help examples, dotted overrides, each
+command."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import sys
 import pytest
 import torch
 
-from latentcode.checkpoint import load_run
-from latentcode.cli import COMMANDS, build_parser, main, parse_value, split_overrides
+from latentcode.cli.app import COMMANDS, build_parser, main, parse_value, split_overrides
+from latentcode.rundir.checkpoint import load_run
 
 
 @pytest.fixture(autouse=True, scope="module")

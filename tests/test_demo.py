@@ -1,5 +1,5 @@
-"""`latentcode demo` over every shipped seed (latentcode/demo.py): one row per seed, the mean ± s.e. over seeds
-(checked against numpy), the live fraction beside each, and clear errors for broken seed folders.
+"""`latentcode demo` over every shipped seed (latentcode/pipelines/demo.py): one row per seed, the mean ± s.e. over
+seeds (checked against numpy), the live fraction beside each, and clear errors for broken seed folders.
 
 The checkpoints are tiny fuzzy-logic runs trained and exported into a temporary `$LATENTCODE_CHECKPOINTS` folder
 (hyla: seeds 0, 1 and 2; softmax: seeds 0 and 1), so these tests do not depend on which seeds the repository ships.
@@ -17,13 +17,13 @@ import pytest
 import torch
 
 import latentcode as lc
-from latentcode import run_codes
 from latentcode.cli import main
-from latentcode.demo import shipped_seed_dirs
-from latentcode.demo_table import SEED_LEGEND, SUMMARY_TITLE, DemoResult, SeedTable, seed_row
-from latentcode.diagnostics import value_live_fraction
-from latentcode.evaluate import live_fraction_inputs
-from latentcode.pretrained import CHECKPOINTS_ENV, export_checkpoint, load_pretrained, shipped_info
+from latentcode.pipelines import run_codes
+from latentcode.pipelines.demo import shipped_seed_dirs
+from latentcode.pipelines.demo_table import SEED_LEGEND, SUMMARY_TITLE, DemoResult, SeedTable, seed_row
+from latentcode.rundir.pretrained import CHECKPOINTS_ENV, export_checkpoint, load_pretrained, shipped_info
+from latentcode.training.diagnostics import value_live_fraction
+from latentcode.training.evaluate import live_fraction_inputs
 from probes import decode_rules
 from probes.decoding.headline import HEADLINE
 from probes.decoding.results import NA, UNDEFINED

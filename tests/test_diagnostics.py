@@ -8,8 +8,8 @@ import torch
 from helpers import tiny_model
 
 import latentcode as lc
-from latentcode.diagnostics import LIVE_KEY, format_live_fraction, value_live_fraction
-from latentcode.evaluate import live_fraction_inputs
+from latentcode.training.diagnostics import LIVE_KEY, format_live_fraction, value_live_fraction
+from latentcode.training.evaluate import live_fraction_inputs
 
 
 def _x(n: int = 7, seed: int = 0) -> torch.Tensor:

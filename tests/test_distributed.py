@@ -1,5 +1,5 @@
-"""Tests of latentcode/distributed.py and DDP training: two gloo processes under torchrun train the same model
-as one process that sees the same global batches."""
+"""Tests of latentcode/training/distributed.py and DDP training: two gloo processes under torchrun train the same
+model as one process that sees the same global batches."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ import pytest
 import safetensors.torch
 import torch
 
-from latentcode import distributed
-from latentcode.checkpoint import RunConfig, read_metrics
 from latentcode.config import model_config, train_config
 from latentcode.constants import MODEL_FILE
+from latentcode.rundir.checkpoint import RunConfig, read_metrics
 from latentcode.tasks import Batch, get_task
-from latentcode.train import train
-from latentcode.train_step import step_seeds
+from latentcode.training import distributed
+from latentcode.training.train import train
+from latentcode.training.train_step import step_seeds
 
 
 def test_without_torchrun_there_is_one_process(monkeypatch):

@@ -271,7 +271,7 @@ def _runs_latentcode(block: Block) -> bool:
 
 @pytest.mark.parametrize("path", _params(_runs_latentcode))
 def test_console_commands_parse(path, capsys):
-    from latentcode.cli import build_parser, split_overrides
+    from latentcode.cli.app import build_parser, split_overrides
 
     checked, bad = 0, []
     for block in BLOCKS[path]:
@@ -298,7 +298,7 @@ def test_console_commands_parse(path, capsys):
 # -------------------------------------------------------------------------------------------------- data blocks
 @pytest.mark.parametrize("path", _params(lambda b: b.lang in ("yaml", "json")))
 def test_data_blocks_parse(path):
-    from latentcode.sweep import Grid, expand_grid
+    from latentcode.training.sweep import Grid, expand_grid
 
     for block in BLOCKS[path]:
         if block.lang == "json":
@@ -445,7 +445,7 @@ def command_problems(span: str) -> list[str]:
     import contextlib
     import io
 
-    from latentcode.cli import build_parser, split_overrides
+    from latentcode.cli.app import build_parser, split_overrides
 
     parser = build_parser()
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -514,7 +514,7 @@ def current_tables() -> dict[str, tuple[bool, set[frozenset[str]]]]:
     import torch
 
     import latentcode as lc
-    from latentcode.demo_table import SUMMARY_TITLE, SeedTable
+    from latentcode.pipelines.demo_table import SUMMARY_TITLE, SeedTable
     from probes import decode_rules
 
     tables: dict[str, tuple[bool, set[frozenset[str]]]] = {}

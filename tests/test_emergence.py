@@ -1,4 +1,4 @@
-"""Tests for latentcode/emergence.py: Fig. 5F's decoding over the snapshots of a run."""
+"""Tests for latentcode/pipelines/emergence.py: Fig. 5F's decoding over the snapshots of a run."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from latentcode.checkpoint import Run
+from latentcode.codes.extract import extract_latent_codes
 from latentcode.config import model_config, train_config
-from latentcode.emergence import COLUMNS, read_emergence, rule_emergence, write_emergence
-from latentcode.extract import extract_latent_codes
+from latentcode.pipelines.emergence import COLUMNS, read_emergence, rule_emergence, write_emergence
+from latentcode.rundir.checkpoint import Run
+from latentcode.rundir.weights import list_snapshots
 from latentcode.tasks import get_task
-from latentcode.train import train
-from latentcode.weights import list_snapshots
+from latentcode.training.train import train
 from probes.decode import decode_rules
 
 N = 256

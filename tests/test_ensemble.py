@@ -4,11 +4,11 @@ import json
 import pytest
 import torch
 
-from latentcode.checkpoint import load_run
 from latentcode.config import model_config, train_config
-from latentcode.ensemble import can_ensemble, train_ensemble
+from latentcode.rundir.checkpoint import load_run
 from latentcode.tasks import get_task
-from latentcode.train import train
+from latentcode.training.ensemble import can_ensemble, train_ensemble
+from latentcode.training.train import train
 
 STEPS = 8
 
@@ -70,8 +70,8 @@ def test_member_run_directories_have_the_single_run_format(tmp_path):
 
 
 def test_every_kind_of_metrics_line_has_the_same_fields_in_a_member_as_in_a_single_run(tmp_path):
-    """One recorder writes both (latentcode/record.py): train, test and ood lines (with the value-network live
-    fraction) and the snapshots of every evaluation."""
+    """One recorder writes both (latentcode/training/record.py): train, test and ood lines (with the value-network
+    live fraction) and the snapshots of every evaluation."""
     task, mcfg, cfgs = _setup()
     cfgs = [dataclasses.replace(c, snapshots=True) for c in cfgs]
     train_ensemble(mcfg, task, cfgs, [tmp_path / "e0", tmp_path / "e1"], progress=False)
@@ -96,7 +96,7 @@ def test_resume_after_a_crash_is_bitwise(tmp_path, monkeypatch):
     task, mcfg, cfgs = _setup()
     straight = train_ensemble(mcfg, task, cfgs, [tmp_path / "a0", tmp_path / "a1"], progress=False)
 
-    from latentcode import ensemble
+    from latentcode.training import ensemble
 
     original = ensemble._EnsembleLoop._train_step
 
@@ -196,9 +196,9 @@ def test_time_limit_stops_every_member_and_resume_matches_a_straight_run(tmp_pat
 
 def test_replayed_dropout_masks_are_the_single_runs_masks(device):
     # the masks the ensemble draws outside vmap for a seed are those a single forward pass draws after seeding
-    from latentcode.attention import MultiHeadAttention
-    from latentcode.dropout_replay import DropoutReplay
-    from latentcode.model import Transformer
+    from latentcode.model.attention import MultiHeadAttention
+    from latentcode.model.transformer import Transformer
+    from latentcode.training.dropout_replay import DropoutReplay
 
     task = get_task("sraven")
     mcfg = model_config(task, "hyla", preset="tiny", attn_dropout=0.1, dropout=0.1)

@@ -1,5 +1,6 @@
-"""Tests of latentcode/experiments.py on tiny models: a model that ignores its codes transfers nothing and loses
-nothing under ablation; the bookkeeping adds up; results save as CSV, JSON and PNG; shipped runs stay untouched."""
+"""Tests of latentcode/causal/experiments.py on tiny models: a model that ignores its codes transfers nothing and
+loses nothing under ablation; the bookkeeping adds up; results save as CSV, JSON and PNG; shipped runs stay
+untouched."""
 
 from __future__ import annotations
 
@@ -9,18 +10,18 @@ import json
 import pytest
 import torch
 
-from latentcode.config import model_config, train_config
-from latentcode.experiments import (
+from latentcode.causal.experiments import (
     ExperimentResult,
     function_transfer,
     mean_ablation,
     rule_transfer,
     run_experiment,
 )
-from latentcode.model import build_model
+from latentcode.causal.transfer import _one_feature_pairs, _same_rule_partners
+from latentcode.config import model_config, train_config
+from latentcode.model.transformer import build_model
 from latentcode.tasks import FuzzyLogic, SRaven, get_task
-from latentcode.train import train
-from latentcode.transfer import _one_feature_pairs, _same_rule_partners
+from latentcode.training.train import train
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -79,7 +80,7 @@ def test_rule_transfer_of_a_model_that_ignores_its_codes_is_zero(sraven_model):
 
 def counts_pairs_with_partner(task, n_samples):
     """Kept pairs whose recipient has another instance with its exact rule tuple, counted from the batch alone."""
-    from latentcode.transfer import _one_feature_pairs as pairs
+    from latentcode.causal.transfer import _one_feature_pairs as pairs
 
     batch = task.sample(n_samples, "test", seed=0, unpermuted=True)
     rules = batch.labels["rules"]
@@ -159,7 +160,7 @@ def test_run_experiment_writes_into_the_run_or_out_and_never_into_a_shipped_run(
 def test_the_transfer_and_ablate_subcommands_print_the_table_and_write_the_files(tiny_run, tmp_path, capsys):
     import argparse
 
-    from latentcode._cli_interventions import COMMANDS
+    from latentcode.cli.interventions import COMMANDS
 
     parser = argparse.ArgumentParser()
     subparsers = parser.add_subparsers(dest="command", required=True)
@@ -185,7 +186,7 @@ def test_run_experiment_records_what_it_writes_into_a_run_so_force_removes_it(ti
     import shutil
 
     from latentcode.constants import MANIFEST_FILE
-    from latentcode.rundir import read_manifest, remove_run_files
+    from latentcode.rundir.directory import read_manifest, remove_run_files
 
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)

@@ -1,17 +1,17 @@
-"""Tests for latentcode/extract.py: positions, labels, equality with reading hook_pattern by hand, errors."""
+"""Tests for latentcode/codes/extract.py: positions, labels, equality with reading hook_pattern by hand, errors."""
 
 import numpy as np
 import pytest
 import torch
 
-from latentcode.extract import (
+from latentcode.codes.extract import (
     LatentCodes,
     codes_from_patterns,
     extract_latent_codes,
     pattern_hook_name,
     resolve_positions,
 )
-from latentcode.model import build_model
+from latentcode.model.transformer import build_model
 from latentcode.tasks import get_task
 
 
@@ -308,7 +308,7 @@ def test_sraven_codes_are_read_unpermuted_by_default_and_permuted_on_request():
 
 
 def test_check_extraction_rejects_bad_arguments_without_a_model():
-    from latentcode.extract import check_extraction
+    from latentcode.codes.extract import check_extraction
 
     task = get_task("sraven")
     spec, choice = check_extraction(task, ("train", "ood"), 8)

@@ -1,5 +1,6 @@
-"""Tests of latentcode/hooks.py: `hook_name` against every model's own `hook_dict` and against TransformerLens'
-`get_act_name`, and the `hooks` context manager leaving nothing attached, whatever happens inside it."""
+"""Tests of latentcode/model/hooks.py: `hook_name` against every model's own `hook_dict` and against
+TransformerLens' `get_act_name`, and the `hooks` context manager leaving nothing attached, whatever happens inside
+it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ import torch
 from helpers import ALL_VARIANTS, tiny_model
 from transformer_lens.utilities import get_act_name
 
-from latentcode.hooks import HOOK_ALIASES, HOOK_NAMES, check_hook_names, hook_name, hooks, split_hook_name
+from latentcode.model.hooks import (
+    HOOK_ALIASES,
+    HOOK_NAMES,
+    check_hook_names,
+    hook_name,
+    hooks,
+    split_hook_name,
+)
 
 TL_NAMES = ["embed", "resid_pre", "q", "k", "v", "attn_scores", "pattern", "z", "attn_out", "resid_mid", "mlp_out",
             "resid_post", "normalized"]

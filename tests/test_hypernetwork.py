@@ -7,8 +7,8 @@ import torch
 from helpers import tiny_model_config
 
 from latentcode.config import VALUE_ACTS, VARIANTS
-from latentcode.hypernetwork import hypernetwork_forward, value_network_bias, value_network_weights
-from latentcode.model import Transformer
+from latentcode.model.hypernetwork import hypernetwork_forward, value_network_bias, value_network_weights
+from latentcode.model.transformer import Transformer
 
 
 def _variant_name(norm: str, net: str, act: str) -> str:

@@ -23,8 +23,7 @@ def _module_name(path: Path) -> str:
 
 
 def _is_cli(module: str) -> bool:
-    return module in CLI_MODULES or module.rsplit(".", 1)[-1].startswith("_cli") or module.startswith(
-        "latentcode.cli.")
+    return module in CLI_MODULES or module.startswith("latentcode.cli.")
 
 
 def _modules() -> dict[str, Path]:
@@ -136,3 +135,22 @@ def test_no_library_module_imports_the_command_line():
     offenders = {m: sorted(t for t in targets if _is_cli(t)) for m, targets in graph.items() if not _is_cli(m)}
     offenders = {m: t for m, t in offenders.items() if t}
     assert not offenders, f"library modules importing the command line: {offenders}"
+
+
+def _room(module: str) -> str:
+    """`latentcode.training.train` -> `latentcode.training`; a top-level module is its own room."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_the_rooms_of_latentcode_import_one_way():
+    """The subpackages follow the data path: no two rooms import each other, even through a third (top-level
+    modules such as `config.py` count as rooms of their own)."""
+    rooms: dict[str, set[str]] = {}
+    for module, targets in import_graph().items():
+        if not module.startswith("latentcode."):
+            continue
+        room = _room(module)
+        rooms.setdefault(room, set()).update(
+            _room(t) for t in targets if t.startswith("latentcode.") and _room(t) != room
+        )
+    assert not _cycles(rooms), f"rooms importing each other: {_cycles(rooms)}"

@@ -1,5 +1,5 @@
-"""The library never imports its command line: importing any library module leaves `latentcode.cli` and the
-`_cli_*` modules unloaded (no import circle between the CLI and the library). And imports stay light: `import
+"""The library never imports its command line: importing any library module leaves `latentcode.cli` and its
+modules unloaded (no import circle between the CLI and the library). And imports stay light: `import
 latentcode` loads no plotting or probing stack, `latentcode --version` and `--help` load no torch (each checked as
 the set of modules a fresh interpreter holds, never as a time), while `latentcode`'s public names all resolve."""
 
@@ -23,7 +23,7 @@ def _library_modules() -> list[str]:
     names = []
     for package in (latentcode, probes):
         for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
-            if info.name in CLI_MODULES or info.name.split(".")[-1].startswith("_cli"):
+            if info.name in CLI_MODULES or info.name.startswith("latentcode.cli."):
                 continue
             names.append(info.name)
     return sorted(names)
@@ -31,7 +31,9 @@ def _library_modules() -> list[str]:
 
 def test_the_module_list_is_complete():
     modules = _library_modules()
-    assert {"latentcode.sweep", "latentcode.build", "latentcode.analysis", "probes.report"} <= set(modules)
+    assert {
+        "latentcode.training.sweep", "latentcode.training.build", "latentcode.pipelines.analysis", "probes.report"
+    } <= set(modules)
     assert not CLI_MODULES & set(modules)
 
 
@@ -42,7 +44,7 @@ def test_no_library_module_imports_the_cli():
         "import sys, importlib\n"
         f"for name in {_library_modules()!r}:\n"
         "    importlib.import_module(name)\n"
-        "    cli = sorted(m for m in sys.modules if m == 'latentcode.cli' or m.startswith('latentcode._cli'))\n"
+        "    cli = sorted(m for m in sys.modules if m == 'latentcode.cli' or m.startswith('latentcode.cli.'))\n"
         "    if cli:\n"
         "        print(name, cli)\n"
         "        break\n"
@@ -55,8 +57,8 @@ def test_no_library_module_imports_the_cli():
 
 def test_cli_modules_import_no_sibling_cli_module_at_import_time():
     code = (
-        "import sys, latentcode._cli_analysis; "
-        "print('latentcode.cli' in sys.modules)"
+        "import sys, latentcode.cli.analysis; "
+        "print('latentcode.cli.app' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -124,9 +126,10 @@ def test_public_api_names_all_resolve():
 
 def test_public_functions_named_like_their_modules_stay_functions():
     """`latentcode.train`, `.evaluate` and `.demo` are functions, also once their modules were imported first
-    (importing a submodule sets an attribute of its name on the package)."""
+    (importing a submodule sets an attribute of its name on the package; in 0.1 those modules were
+    `latentcode.train`, `.evaluate` and `.demo` themselves)."""
     code = (
-        "import latentcode.train, latentcode.evaluate, latentcode.demo\n"
+        "import latentcode.training.train, latentcode.training.evaluate, latentcode.pipelines.demo\n"
         "import latentcode as lc\n"
         "from latentcode import train\n"
         "names = ('train', 'evaluate', 'demo')\n"

@@ -1,4 +1,4 @@
-"""Tests of latentcode/interventions.py: cases whose answer is known without running the code under test."""
+"""Tests of latentcode/causal/interventions.py: cases whose answer is known without running the code under test."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from latentcode.hooks import hook_name
-from latentcode.interventions import (
+from latentcode.causal.interventions import (
     Ablate,
     Site,
     Steer,
@@ -20,7 +19,8 @@ from latentcode.interventions import (
     steer,
     transplant,
 )
-from latentcode.model import Transformer, build_model
+from latentcode.model.hooks import hook_name
+from latentcode.model.transformer import Transformer, build_model
 from latentcode.tasks.fuzzy_logic import FuzzyLogic
 from latentcode.tasks.sraven import SRaven
 from probes.decode import make_probe

@@ -8,7 +8,7 @@ from helpers import ALL_VARIANTS, NON_MOE_VARIANTS, TASK_DIMS, tiny_model, tiny_
 from transformer_lens import ActivationCache
 
 from latentcode.config import model_config
-from latentcode.model import MixtureOfExperts, Transformer, build_model
+from latentcode.model.transformer import MixtureOfExperts, Transformer, build_model
 from latentcode.tasks import get_task
 
 # Golden hook lists of one-layer models: a rename must show up as a diff here.

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from latentcode.position import RelativePositionBias, relative_position_bucket
+from latentcode.model.position import RelativePositionBias, relative_position_bucket
 
 # Unidirectional (the reference): n = max(query - key, 0); exact below max_exact = num_buckets // 2, else
 # max_exact + int(log(n / max_exact) / log(max_distance / max_exact) * (num_buckets - max_exact)), capped.

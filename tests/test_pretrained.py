@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 
 import latentcode as lc
-from latentcode.analysis import decode_run, extract_run
 from latentcode.cli import main
-from latentcode.evaluate import evaluate
-from latentcode.pretrained import (
+from latentcode.pipelines.analysis import decode_run, extract_run
+from latentcode.rundir.pretrained import (
     CHECKPOINTS_ENV,
     checkpoints_dir,
     export_checkpoint,
@@ -24,6 +23,7 @@ from latentcode.pretrained import (
     pretrained_seeds,
     shipped_info,
 )
+from latentcode.training.evaluate import evaluate
 
 REPO_CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 SHIPPED = sorted(p.parent.name for p in REPO_CHECKPOINTS.glob("*/shipped.json"))
@@ -159,8 +159,8 @@ def test_every_core_fuzzy_logic_variant_ships():
 
 
 def test_the_report_measures_the_live_fraction_of_a_run_trained_before_the_diagnostic(tiny_run, tmp_path):
-    from latentcode.diagnostics import LIVE_KEY, format_live_fraction
-    from latentcode.run_report import report_runs
+    from latentcode.pipelines.run_report import report_runs
+    from latentcode.training.diagnostics import LIVE_KEY, format_live_fraction
 
     old = tmp_path / "old-run"
     tiny_run.save(old)  # as shipped runs of the first release: metrics without the live fraction

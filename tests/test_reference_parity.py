@@ -20,10 +20,10 @@ import torch
 import torch.nn.functional as F
 
 from latentcode.config import model_config, train_config
-from latentcode.model import Transformer
-from latentcode.optim import lr_at
+from latentcode.model.transformer import Transformer
 from latentcode.tasks import get_task
 from latentcode.tasks.base import Batch
+from latentcode.training.optim import lr_at
 
 REFERENCE = Path(os.environ.get("LATENTCODE_REFERENCE", Path(__file__).resolve().parents[2] / "shared" / "reference"))
 if not (REFERENCE / "README.md").is_file():

@@ -13,7 +13,7 @@ import pytest
 
 import latentcode as lc
 from latentcode.cli import main
-from latentcode.results import (
+from latentcode.pipelines.results import (
     PAPER_TABLE_A1,
     ResultRow,
     collect_results,

@@ -29,7 +29,7 @@ def _tree(folder: Path) -> dict[str, bytes]:
 
 
 def test_remove_run_files_removes_only_what_latentcode_wrote(run_copy):
-    from latentcode.rundir import read_manifest, record_outputs, remove_run_files
+    from latentcode.rundir.directory import read_manifest, record_outputs, remove_run_files
 
     (run_copy / "codes").mkdir()
     (run_copy / "figures").mkdir()
@@ -48,7 +48,7 @@ def test_remove_run_files_removes_only_what_latentcode_wrote(run_copy):
 
 
 def test_remove_run_files_of_a_run_without_manifest_takes_only_known_names(run_copy):
-    from latentcode.rundir import remove_run_files
+    from latentcode.rundir.directory import remove_run_files
 
     (run_copy / "codes").mkdir()
     (run_copy / "codes" / "paper.npz").write_bytes(b"0.1.0 codes")
@@ -61,7 +61,7 @@ def test_remove_run_files_of_a_run_without_manifest_takes_only_known_names(run_c
 
 
 def test_remove_run_files_removes_folders_it_emptied(run_copy):
-    from latentcode.rundir import remove_run_files
+    from latentcode.rundir.directory import remove_run_files
 
     (run_copy / "codes").mkdir()
     (run_copy / "codes" / "paper.npz").write_bytes(b"0.1.0 codes")
@@ -72,7 +72,7 @@ def test_remove_run_files_removes_folders_it_emptied(run_copy):
 @pytest.mark.parametrize("user_file", [False, True], ids=["emptied", "holds-a-user-file"])
 def test_remove_run_files_removes_the_interventions_folder_only_when_it_empties_it(run_copy, user_file):
     from latentcode.constants import INTERVENTIONS_DIR
-    from latentcode.rundir import record_outputs, remove_run_files
+    from latentcode.rundir.directory import record_outputs, remove_run_files
 
     folder = run_copy / INTERVENTIONS_DIR
     folder.mkdir()
@@ -89,7 +89,7 @@ def test_remove_run_files_removes_the_interventions_folder_only_when_it_empties_
 
 
 def test_a_manifest_cannot_reach_outside_its_run(run_copy, tmp_path):
-    from latentcode.rundir import remove_run_files
+    from latentcode.rundir.directory import remove_run_files
 
     victim = tmp_path / "victim.txt"
     victim.write_text("keep")
@@ -100,7 +100,7 @@ def test_a_manifest_cannot_reach_outside_its_run(run_copy, tmp_path):
 
 @pytest.mark.parametrize("marker", ["not a run", "foreign config"])
 def test_force_refuses_a_folder_that_holds_no_run(tmp_path, marker):
-    from latentcode.rundir import check_force_target, remove_run_files
+    from latentcode.rundir.directory import check_force_target, remove_run_files
 
     folder = tmp_path / "data"
     folder.mkdir()
@@ -116,7 +116,7 @@ def test_force_refuses_a_folder_that_holds_no_run(tmp_path, marker):
 
 
 def test_force_refuses_a_shipped_checkpoint(run_copy, tmp_path, monkeypatch):
-    from latentcode.rundir import check_force_target, is_shipped, remove_run_files
+    from latentcode.rundir.directory import check_force_target, is_shipped, remove_run_files
 
     before = _tree(run_copy)
     (run_copy / "shipped.json").write_text("{}")
@@ -133,12 +133,12 @@ def test_force_refuses_a_shipped_checkpoint(run_copy, tmp_path, monkeypatch):
 
 
 def test_one_guard_refuses_every_write_into_a_shipped_checkpoint(run_copy):
-    import latentcode.experiments
-    import latentcode.pretrained
-    from latentcode.rundir import check_force_target, require_writable_run
+    import latentcode.causal.experiments
+    import latentcode.rundir.pretrained
+    from latentcode.rundir.directory import check_force_target, require_writable_run
 
-    assert latentcode.pretrained.require_writable_run is require_writable_run  # re-exported, not a second guard
-    assert latentcode.experiments.require_writable_run is require_writable_run
+    assert latentcode.rundir.pretrained.require_writable_run is require_writable_run  # re-exported, not a second guard
+    assert latentcode.causal.experiments.require_writable_run is require_writable_run
     require_writable_run(run_copy)  # an ordinary run may be written into
     check_force_target(run_copy)
     (run_copy / "shipped.json").write_text("{}")

@@ -1,5 +1,5 @@
-"""Tests of latentcode/sweep.py: grid parsing and expansion, local runs K at a time, skipping finished runs,
-and submitit's local executor."""
+"""Tests of latentcode/training/sweep.py: grid parsing and expansion, local runs K at a time, skipping finished
+runs, and submitit's local executor."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 import torch
 import yaml
 
-from latentcode.checkpoint import load_run
 from latentcode.cli import main
-from latentcode.sweep import (
+from latentcode.rundir.checkpoint import load_run
+from latentcode.training.sweep import (
     Grid,
     SweepPoint,
     expand_grid,
@@ -23,8 +23,8 @@ from latentcode.sweep import (
     run_sweep,
     train_group,
 )
-from latentcode.train import train
-from latentcode.train_state import is_finished
+from latentcode.training.train import train
+from latentcode.training.train_state import is_finished
 
 TINY_TRAIN = {"steps": 4, "warmup": 1, "eval_every": 4, "log_every": 2, "eval_samples": 64}
 

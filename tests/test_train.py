@@ -1,4 +1,5 @@
-"""Tests of latentcode/train.py: schedule, weight-decay mask, the loop's outputs, resume, NaN and Ctrl-C."""
+"""Tests of latentcode/training/train.py: schedule, weight-decay mask, the loop's outputs, resume, NaN and
+Ctrl-C."""
 
 from __future__ import annotations
 
@@ -16,18 +17,18 @@ import pytest
 import safetensors.torch
 import torch
 
-from latentcode.checkpoint import Run, read_metrics
 from latentcode.config import TrainConfig, model_config, train_config
 from latentcode.constants import METRICS_FILE, MODEL_FILE, TRAIN_STATE_FILE
-from latentcode.diagnostics import LIVE_KEY
-from latentcode.evaluate import eval_seed, evaluate
-from latentcode.model import Transformer
-from latentcode.optim import build_optimizer, decay_mask, lr_at
+from latentcode.model.transformer import Transformer
+from latentcode.rundir.checkpoint import Run, read_metrics
+from latentcode.rundir.weights import list_snapshots
 from latentcode.tasks import get_task
-from latentcode.train import NonFiniteLossError, train
-from latentcode.train_state import read_train_state
-from latentcode.train_step import resolve_device, step_seeds
-from latentcode.weights import list_snapshots
+from latentcode.training.diagnostics import LIVE_KEY
+from latentcode.training.evaluate import eval_seed, evaluate
+from latentcode.training.optim import build_optimizer, decay_mask, lr_at
+from latentcode.training.train import NonFiniteLossError, train
+from latentcode.training.train_state import read_train_state
+from latentcode.training.train_step import resolve_device, step_seeds
 
 TIMING_FIELDS = ("samples_per_s", "elapsed_s")
 

@@ -177,7 +177,7 @@ class TaskPresets:
         train: preset name ('tiny', 'small', 'paper', ...) -> `TrainConfig` fields.
         model: preset name -> `ModelConfig` shape fields (the variant's fields and overrides go on top).
         width: whether `model_config(..., width=W)` may multiply the preset's widths (SRAVEN's width sweep).
-        demo_params: task parameters `latentcode.demo` trains with when it is given none.
+        demo_params: task parameters `latentcode.pipelines.demo` trains with when it is given none.
     """
 
     train: Mapping[str, Mapping[str, Any]]
@@ -231,7 +231,7 @@ class Task(Protocol):
     code_reading: ClassVar[CodeReading]
     """The inputs its latent codes are read at (the first is the default, the paper's) and its labels."""
     transfer: ClassVar[str | None]
-    """Its transfer experiment, a key of `latentcode.experiments.TRANSFERS` (None: it has none)."""
+    """Its transfer experiment, a key of `latentcode.causal.experiments.TRANSFERS` (None: it has none)."""
 
     def compositions(self, split: str) -> np.ndarray: ...
 

@@ -283,7 +283,7 @@ class FuzzyLogic(CompositionalTask):
 
     def recompose(self, batch: Batch, other: Batch) -> Batch:
         """`batch`'s inputs x under `other`'s terms: targets recomputed, the query's y zeroed, `other`'s labels
-        (what `latentcode.experiments.function_transfer` transplants codes from)."""
+        (what `latentcode.causal.experiments.function_transfer` transplants codes from)."""
         inputs = batch.x[..., :-1]
         targets = fuzzy_dnf(inputs, other.labels["term_bits"])
         x = torch.cat([inputs, targets.unsqueeze(-1)], dim=-1)

@@ -91,8 +91,8 @@ class EmergenceFigure:
 
 
 def emergence_figure(rows: Sequence[Any], title: str = "When do rule codes appear?") -> EmergenceFigure:
-    """Build the figure from the table's rows: `latentcode.emergence.EmergenceRow`s, or mappings with the same
-    keys (a CSV read with `csv.DictReader` works).
+    """Build the figure from the table's rows: `latentcode.pipelines.emergence.EmergenceRow`s, or mappings with the
+    same keys (a CSV read with `csv.DictReader` works).
 
     Raises:
         ValueError: no rows, or a (step, layer) cell missing.

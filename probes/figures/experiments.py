@@ -1,6 +1,6 @@
 """Intervention figures: an experiment's table (rule or function transfer, ablation) as a line per column.
 
-Reads the rows of `latentcode.experiments.ExperimentResult` (or its `to_dict()`) without importing
+Reads the rows of `latentcode.causal.experiments.ExperimentResult` (or its `to_dict()`) without importing
 latentcode. Columns of unpatched runs (`clean`, `clean_*`, `donor_*`) are reference lines: dashed, each with
 its own marker and size, so a reference that coincides with another (`clean_r2_recipient` under
 `donor_r2_donor`) stays visible. No computing here.
@@ -135,8 +135,8 @@ def experiment_figure(result: Any, ylabel: str | None = None, title: str | None 
     """An experiment's table as lines per layer (transfer: Fig. 5 style; ablation: the metric and its drop).
 
     Args:
-        result: a `latentcode.experiments.ExperimentResult`, or its `to_dict()` (name, task, variant, columns,
-            rows with "layer", params).
+        result: a `latentcode.causal.experiments.ExperimentResult`, or its `to_dict()` (name, task, variant,
+            columns, rows with "layer", params).
         ylabel: y-axis label (default from the experiment: "R² of the output on test", "share of pairs on
             test", "accuracy on ood", ...).
         title: figure title (default: experiment, task and variant).

@@ -1,0 +1,340 @@
+"""The analysis subcommands of `latentcode`: `extract`, `decode`, `figures`, `report` and `demo`.
+
+Each is a pair (adds its parser, runs it) in `COMMANDS`, which `app.py` appends to its own; the work
+is one call into `latentcode.pipelines.analysis`, which checks every argument before it copies, extracts or writes
+anything. Errors are raised (ValueError, FileNotFoundError) for the CLI's `main` to print as one `error: ...` line
+with exit code 2, and a `ConstantCodesWarning` (`probes.degenerate`) is logged as one `warning: ...` line. Nothing
+here computes anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from latentcode.cli.util import _echo, _subparser
+
+__all__ = ["COMMANDS"]
+
+
+def _constant_codes_as_log_lines(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Run `command` with each `ConstantCodesWarning` shown as one log line (`log_constant_warnings`) instead of
+    Python's `file:line: Category: message` and source line; the warning machinery is restored afterwards."""
+
+    @functools.wraps(command)
+    def run(args: argparse.Namespace) -> int:
+        from probes.degenerate import log_constant_warnings
+
+        with warnings.catch_warnings():
+            log_constant_warnings()
+            return command(args)
+
+    return run
+
+
+def _csv(text: str) -> list[str]:
+    items = [part.strip() for part in text.split(",") if part.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError(f"{text!r} names nothing; give comma-separated names")
+    return items
+
+
+def _int_csv(text: str) -> list[int]:
+    try:
+        return [int(part) for part in _csv(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
+
+
+def _add_positions(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--positions", default="paper", metavar="NAME",
+                        help="which codes: a named position of the run's task, checked once the run is loaded: paper "
+                             "(spec §4.1, every task; default), all_features (SRAVEN, one row per feature), or any "
+                             "other the task declares (Task.code_reading.positions)")
+
+
+class _InputsAction(argparse.Action):
+    """Stores `--inputs NAME`; its help lists each task's input choices (`Task.code_reading`), read from the task
+    classes only when that help is printed, so building the parser loads no task module (and no torch)."""
+
+    @property
+    def help(self) -> str:
+        from latentcode.tasks import TASKS
+
+        per_task = "; ".join(
+            f"{name}: {', '.join(TASKS[name].code_reading.input_names)}" for name in sorted(TASKS)
+            if getattr(TASKS[name], "code_reading", None) is not None
+        )
+        return f"the inputs the codes are read at (default: the task's first, the paper's reading, spec §4.1); {per_task}"
+
+    @help.setter
+    def help(self, value: str | None) -> None:  # argparse sets it; the property computes it
+        pass
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: str | None = None):
+        setattr(namespace, self.dest, values)
+
+
+def _add_inputs(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--inputs", metavar="NAME", default=None, action=_InputsAction)
+
+
+def _add_device(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", default="cpu", help="device for the model if codes must be extracted (default: cpu)")
+
+
+def _add_progress(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="progress bars (default: only on a terminal)")
+
+
+def _add_out(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, default=None,
+                        help="write under this folder (it gets a copy of the run's config and weights) instead of "
+                             "into RUN; required for a shipped checkpoint")
+
+
+# ----------------------------------------------------------------------------------------------------- extract
+def _add_extract_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = _subparser(
+        subparsers,
+        "extract",
+        help="extract a run's latent codes (attention patterns at the analysed positions)",
+        description="Run a trained model on fresh instances of its splits and save its latent codes (the "
+        "normalized attention scores, hook_pattern) at the analysed query/key positions, with the ground-truth "
+        "labels, to RUN/codes/<positions>.npz + .json (RUN/codes/<positions>-<inputs>.npz for inputs other than "
+        "the default). By default codes are read as the paper reads them: fuzzy-logic instances share one query "
+        "input, SRAVEN instances are drawn unpermuted. Every argument is checked before anything is copied.",
+        example="latentcode extract runs/demo/hyla --splits train,test,ood --n-samples 2048 --positions all_features",
+    )
+    parser.add_argument("run", metavar="RUN", type=Path, help="run directory")
+    parser.add_argument("--splits", type=_csv, default=["train", "test", "ood"],
+                        help="comma-separated splits (default: train,test,ood)")
+    parser.add_argument("--n-samples", "--n", dest="n_samples", type=int, default=2048,
+                        help="instances per split (default: 2048; --n is the old spelling)")
+    _add_positions(parser)
+    parser.add_argument("--batch-size", type=int, default=512, help="instances per forward pass (default: 512)")
+    parser.add_argument("--device", default="cpu", help="device for the model (default: cpu)")
+    parser.add_argument("--seed", type=int, default=0, help="batch seed (default: 0)")
+    _add_inputs(parser)
+    _add_progress(parser)
+    _add_out(parser)
+    return parser
+
+
+@_constant_codes_as_log_lines
+def _cmd_extract(args: argparse.Namespace) -> int:
+    from latentcode.codes.extract import LatentCodes
+    from latentcode.pipelines.analysis import extract_run
+
+    path = extract_run(args.run, splits=args.splits, n_samples=args.n_samples, positions=args.positions,
+                       batch_size=args.batch_size, device=args.device, seed=args.seed, progress=args.progress,
+                       out_dir=args.out, inputs=args.inputs)
+    codes = LatentCodes.load(path)
+    counts = ", ".join(f"{s} {int((codes.split == s).sum())}" for s in codes.splits)
+    _echo(f"codes: {path} {list(codes.codes.shape)} ({counts}); labels: {', '.join(sorted(codes.labels))}")
+    _echo(f"reading: {codes.reading}")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------------ decode
+def _add_decode_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = _subparser(
+        subparsers,
+        "decode",
+        help="decode rules (or terms) from a run's codes with linear probes, per layer",
+        description="Fit a linear probe (standardize + logistic regression) on the train-split codes of each layer "
+        "(and of all layers together) and score it on the other splits, beside its floors on the same rows "
+        "(uniform chance and the majority class; for fuzzy-logic terms, answering 'present' for every term) and "
+        "the input-only control (the same probe on the raw tokens); the headline 'codes − best' is the score minus "
+        "the best of those. Prints the table with the codes' reading and writes "
+        "RUN/codes/<positions>[-<inputs>].decode.json. A run without codes at the reading gets them extracted "
+        "first, as `latentcode extract RUN` would (it says so).",
+        example="latentcode decode runs/demo/hyla --positions paper",
+    )
+    parser.add_argument("run", metavar="RUN", type=Path, help="run directory")
+    _add_positions(parser)
+    _add_inputs(parser)
+    parser.add_argument("--label", help="label to decode (default: rule for SRAVEN, terms for fuzzy logic)")
+    _add_device(parser)
+    _add_progress(parser)
+    _add_out(parser)
+    return parser
+
+
+@_constant_codes_as_log_lines
+def _cmd_decode(args: argparse.Namespace) -> int:
+    from latentcode.pipelines.analysis import decode_run
+
+    result, path = decode_run(args.run, positions=args.positions, inputs=args.inputs, label=args.label,
+                              device=args.device, progress=args.progress, out_dir=args.out)
+    _echo(result.table())
+    _echo(f"\nwritten: {path}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------------- figures
+def _add_figures_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = _subparser(
+        subparsers,
+        "figures",
+        help="draw a run's figures (decoding, similarity, code heatmaps, UMAP, training curves)",
+        description="Draw the figures of one run into RUN/figures/: training curves, decoding accuracy per layer "
+        "with chance and majority lines, rule-by-rule similarity of mean codes, mean code heatmaps and a "
+        "2-D embedding of the last layer's codes. png/svg/pdf come from matplotlib, html from plotly "
+        "(self-contained). A run without codes at the reading gets them extracted first, as `latentcode decode` "
+        "does.",
+        example="latentcode figures runs/demo/hyla --format png,html",
+    )
+    parser.add_argument("run", metavar="RUN", type=Path, help="run directory")
+    _add_positions(parser)
+    parser.add_argument("--format", dest="formats", type=_csv, default=["png", "html"],
+                        help="comma-separated: png, svg, pdf, html (default: png,html)")
+    parser.add_argument("--embed", choices=("umap", "pca"), default="umap", help="embedding (default: umap)")
+    _add_inputs(parser)
+    _add_device(parser)
+    _add_progress(parser)
+    _add_out(parser)
+    return parser
+
+
+@_constant_codes_as_log_lines
+def _cmd_figures(args: argparse.Namespace) -> int:
+    from latentcode.pipelines.analysis import figures_run
+
+    written = figures_run(args.run, positions=args.positions, inputs=args.inputs, formats=args.formats,
+                          embed_method=args.embed, device=args.device, progress=args.progress, out_dir=args.out)
+    _echo(f"{len(written)} files in {(args.out or args.run) / 'figures'}:")
+    for path in written:
+        _echo(f"  {path.name}")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------------ report
+def _add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = _subparser(
+        subparsers,
+        "report",
+        help="run every probe on one or more runs and write report.html + summary.json",
+        description="Decode, cluster, compare rules, embed and plot the codes of each run and write one "
+        "self-contained report.html (works offline) and summary.json, with the runs side by side and every "
+        "decoding score beside its floors and the input-only control. Runs without codes at the reading get them "
+        "extracted first (a shipped checkpoint's are kept in memory, never written into it).",
+        example="latentcode report runs/demo/softmax runs/demo/linear runs/demo/hyla --out runs/demo",
+    )
+    parser.add_argument("runs", metavar="RUN", type=Path, nargs="+", help="run directories")
+    parser.add_argument("--out", type=Path, metavar="DIR",
+                        help="output folder (default: the run itself for one run; required for several runs, "
+                             "e.g. --out . for the current directory)")
+    _add_positions(parser)
+    _add_inputs(parser)
+    parser.add_argument("--title", help="page title (default: the runs and the codes' reading)")
+    parser.add_argument("--embed", choices=("umap", "pca"), default="umap", help="embedding (default: umap)")
+    _add_device(parser)
+    _add_progress(parser)
+    return parser
+
+
+@_constant_codes_as_log_lines
+def _cmd_report(args: argparse.Namespace) -> int:
+    from latentcode.pipelines.run_report import report_runs
+
+    path = report_runs(args.runs, args.out, positions=args.positions, inputs=args.inputs, title=args.title,
+                       embed_method=args.embed, device=args.device, progress=args.progress)
+    _echo(f"report: {path}")
+    _echo(f"summary: {path.with_name('summary.json')}")
+    return 0
+
+
+# -------------------------------------------------------------------------------------------------------- demo
+def _add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
+    from latentcode.pipelines.demo import DEMO_SETTINGS
+
+    parser = _subparser(
+        subparsers,
+        "demo",
+        help="probe the codes of the shipped softmax, linear and HYLA checkpoints (or --train small ones), "
+        "write a report",
+        description="The whole analysis in a few minutes on a CPU: copy every shipped seed of the fuzzy-logic "
+        "checkpoints (softmax, linear, HYLA trained at the paper's Table A1 setting) to --out, extract their latent "
+        "codes at the paper's reading, run every probe, write report.html, and print per seed the task metric "
+        "beside decoding from the last layer's OOD codes, its floor, the input-only control, 'codes − best' (the "
+        "score minus the best of those) and the value-network live fraction, then the mean ± s.e. over each "
+        "variant's seeds. With --train, small models are trained "
+        f"instead ({DEMO_SETTINGS['task']}, {DEMO_SETTINGS['preset']} preset, {DEMO_SETTINGS['steps']} steps "
+        "each; finished runs in --out are reused).",
+        example="latentcode demo --out runs/demo",
+    )
+    parser.add_argument("--out", type=Path, default=Path("runs/demo"), metavar="DIR",
+                        help="folder for the runs and the report (default: runs/demo)")
+    parser.add_argument("--train", action="store_true",
+                        help="train small models instead of analysing the shipped checkpoints")
+    parser.add_argument("--task", default=None,
+                        help="task (default: fuzzy_logic for the shipped checkpoints, "
+                             f"{DEMO_SETTINGS['task']} with --train)")
+    parser.add_argument("--steps", type=int, default=DEMO_SETTINGS["steps"],
+                        help=f"training steps per model (default: {DEMO_SETTINGS['steps']})")
+    parser.add_argument("--variants", type=_csv, default=["softmax", "linear", "hyla"],
+                        help="comma-separated variants (default: softmax,linear,hyla)")
+    parser.add_argument("--preset", default=DEMO_SETTINGS["preset"], choices=("tiny", "small", "paper"),
+                        help=f"model preset (default: {DEMO_SETTINGS['preset']}; tiny is a seconds-long smoke test)")
+    parser.add_argument("--n-samples", "--n", dest="n_samples", type=int, default=DEMO_SETTINGS["n_samples"],
+                        help=f"instances per split whose codes are probed (default: {DEMO_SETTINGS['n_samples']}; "
+                             "--n is the old spelling)")
+    parser.add_argument("--embed", choices=("umap", "pca"), default="umap", help="embedding (default: umap)")
+    parser.add_argument("--seeds", type=_int_csv, default=None,
+                        help="comma-separated shipped seeds to analyse (default: every seed shipped)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the extraction batches, and with --train of split, initialisation and data "
+                             "(default: 0)")
+    parser.add_argument("--device", default="cpu", help="device (default: cpu)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (default: 1; these small models gain little from more, and on a "
+                             "busy machine extra threads spin against other jobs)")
+    parser.add_argument("--force", action="store_true", help="retrain runs that already exist in --out")
+    _add_inputs(parser)
+    _add_progress(parser)
+    return parser
+
+
+@_constant_codes_as_log_lines
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from latentcode.pipelines.demo import demo
+    from latentcode.pipelines.demo_table import SEED_LEGEND
+
+    if args.steps <= 0 or args.n_samples <= 0:
+        raise ValueError(f"--steps={args.steps} and --n-samples={args.n_samples} must be positive integers")
+    result = demo(args.out, train=args.train, task=args.task, variants=args.variants, preset=args.preset,
+                  steps=args.steps, n_samples=args.n_samples, seed=args.seed, device=args.device,
+                  embed_method=args.embed, threads=args.threads, force=args.force, progress=args.progress,
+                  inputs=args.inputs, seeds=args.seeds)
+    _echo(result.table())
+    if any("term_f1_ood_last" in row for row in result.rows):
+        _echo("term F1: per-term logistic probes fit on train-split codes of the last layer, mean F1 on held-out "
+              "(OOD) compositions; always-present = the F1 of answering 'present' for every term on those rows; "
+              "input-only = the same probes on the raw context tokens; codes − best = term F1 minus the best of "
+              "the two")
+    else:
+        _echo("decode: a linear probe fit on train-split codes of the last layer, accuracy on held-out (OOD) "
+              "compositions; chance = uniform guessing, majority = the train-majority class's rate on those rows, "
+              "input-only = the same probe on the raw tokens; codes − best = accuracy minus the best of the three")
+    _echo(SEED_LEGEND)
+    if result.notes:
+        _echo("notes: " + "; ".join(result.notes))
+    _echo(f"report: {result.report}")
+    _echo(f"done in {result.seconds:.0f} s")
+    return 0
+
+
+COMMANDS: list[tuple[Callable[[Any], argparse.ArgumentParser], Callable[[argparse.Namespace], int]]] = [
+    (_add_extract_parser, _cmd_extract),
+    (_add_decode_parser, _cmd_decode),
+    (_add_figures_parser, _cmd_figures),
+    (_add_report_parser, _cmd_report),
+    (_add_demo_parser, _cmd_demo),
+]
+"""The analysis subcommands: (adds its parser, runs it), for `latentcode/cli/app.py` to append to its own."""

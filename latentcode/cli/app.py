@@ -1,0 +1,392 @@
+"""The `latentcode` command: a thin shell over the library (`train`, `eval`, `info`, `sweep`).
+
+Each subcommand is a pair `_add_<name>_parser(subparsers)` + `_cmd_<name>(args) -> int`, listed once in
+`COMMANDS`; a new subcommand is one more pair and one more entry. Options of the form `--model.KEY=VALUE`,
+`--task.KEY=VALUE` and `--train.KEY=VALUE` override config fields. User errors print one `error: ...` line on
+stderr and exit with code 2. No training, model or probe logic lives here. The library modules that load torch
+are imported inside the commands, so `latentcode --help` and `--version` answer at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from safetensors import SafetensorError
+
+from latentcode._process import time_left
+from latentcode._version import __version__
+from latentcode.cli.util import _field_names, _subparser, _TaskAction, _wrap
+from latentcode.config import VARIANTS, ModelConfig, TrainConfig
+from latentcode.constants import CONFIG_FILE
+from latentcode.training.build import (  # noqa: F401 (build_* and parse_value were public here; kept importable)
+    PRESETS,
+    SECTIONS,
+    build_model_config,
+    build_task,
+    build_train_config,
+    parse_value,
+    split_overrides,
+)
+
+if TYPE_CHECKING:
+    from latentcode.model.transformer import Transformer
+    from latentcode.rundir.checkpoint import Run
+
+USER_ERRORS = (ValueError, OSError, SafetensorError, yaml.YAMLError)
+"""Exceptions shown as one `error: ...` line with exit code 2 (NonFiniteLossError exits with 1). OSError covers
+missing files, read-only folders and a full disk: each names the path."""
+
+
+# ----------------------------------------------------------------------------------------------- printing
+def _format_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    from probes.tables import align_columns, format_cell
+
+    cells = [[format_cell(r.get(c, ""), ".4f") for c in columns] for r in rows]
+    return "\n".join(align_columns([columns, *cells]))
+
+
+def _metrics_table(results: dict[str, dict[str, float]]) -> str:
+    columns = ["split"] + list(dict.fromkeys(k for m in results.values() for k in m))
+    return _format_table([{"split": s, **m} for s, m in results.items()], columns)
+
+
+def _final_metrics(run: Run) -> dict[str, dict[str, float]]:
+    from latentcode.training.diagnostics import LIVE_KEY
+
+    results = {}
+    for split in ("test", "ood"):
+        record = run.eval_metrics(split)
+        if record is not None:
+            results[split] = {k: v for k, v in record.items() if k not in ("step", "split", LIVE_KEY)}
+    return results
+
+
+def _describe_model(model: Transformer) -> str:
+    n_params = sum(p.numel() for p in model.parameters())
+    hooks = sorted(model.hook_dict)
+    return "\n".join([f"parameters: {n_params:,}", f"hooks ({len(hooks)}):", *(f"  {h}" for h in hooks)])
+
+
+def _task_summary(task_dict: dict[str, Any]) -> dict[str, Any]:
+    """The task's saved dict with its composition lists replaced by their lengths (they can be long)."""
+    summary = {k: v for k, v in task_dict.items() if k != "compositions"}
+    if "compositions" in task_dict:
+        summary["compositions"] = {s: f"{len(v)} compositions" for s, v in task_dict["compositions"].items()}
+    return summary
+
+
+# ------------------------------------------------------------------------------------------------- train
+def _add_train_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = _subparser(
+        subparsers,
+        "train",
+        help="train one model on a task and write a run directory",
+        description="Train one model on a task. Writes config.json, model.safetensors, a resumable checkpoint and "
+        "metrics.jsonl to the run directory. Under `torchrun --nproc-per-node N -m latentcode train ...` one "
+        "model trains with DDP (the global batch split across the processes).",
+        epilog="config overrides (any number):\n" + "\n".join(
+            _wrap(f"{option:<20}{text}", indent=22)
+            for option, text in (
+                ("--model.KEY=VALUE", f"ModelConfig fields: {_field_names(ModelConfig)}, width (SRAVEN)"),
+                ("--task.KEY=VALUE", "the task's parameters (see `latentcode info TASK`)"),
+                ("--train.KEY=VALUE", f"TrainConfig fields: {_field_names(TrainConfig)}"),
+            )
+        ),
+        example="latentcode train sraven --model hyla --preset small --seed 1 --train.lr=3e-3",
+    )
+    parser.add_argument("task", metavar="TASK", action=_TaskAction)
+    parser.add_argument("--model", required=True, metavar="VARIANT", help=f"variant: {', '.join(VARIANTS)}")
+    parser.add_argument("--preset", default="paper", metavar="PRESET",
+                        help=f"model and training sizes: {', '.join(PRESETS)} (default: paper)")
+    parser.add_argument("--steps", type=int, help="training steps (the learning-rate schedule spans them)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the split (task.seed), initialisation, data and dropout (default: 0)")
+    parser.add_argument("--device", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
+    parser.add_argument("--compile", action="store_true", default=None, help="torch.compile the step (CUDA)")
+    parser.add_argument("--checkpoint-every", type=int, metavar="N", help="steps between checkpoints")
+    parser.add_argument("--out", type=Path, metavar="DIR",
+                        help="run directory (default: runs/TASK-VARIANT-PRESET-sSEED)")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    parser.add_argument("--force", action="store_true", help="delete the run in --out and start over")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="progress bar (default: only on a terminal)")
+    _add_threads_and_time_limit(parser, "checkpoint and exit cleanly after this many seconds of wall clock, counted "
+                                "from the start of the command (continue with --resume)")
+    parser.set_defaults(accepts_overrides=True)
+    return parser
+
+
+def _add_threads_and_time_limit(parser: argparse.ArgumentParser, time_help: str) -> None:
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="torch CPU threads (default: torch's, i.e. OMP_NUM_THREADS or the core count)")
+    parser.add_argument("--time-limit", type=float, metavar="SECONDS", help=time_help)
+
+
+def _set_threads(threads: int | None) -> None:
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"--threads={threads} must be a positive integer")
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from latentcode.training import distributed
+    from latentcode.training.diagnostics import LIVE_KEY, format_live_fraction
+    from latentcode.training.train import train
+
+    task_params = dict(args.overrides["task"])
+    task_params.setdefault("seed", args.seed)
+    task = build_task(args.task, task_params)
+    mcfg = build_model_config(task, args.model, args.preset, args.overrides["model"])
+    flags = {"steps": args.steps, "seed": args.seed, "device": args.device, "compile": args.compile,
+             "checkpoint_every": args.checkpoint_every}
+    tcfg = build_train_config(args.task, args.preset, {k: v for k, v in flags.items() if v is not None},
+                              args.overrides["train"])
+    out = args.out or Path("runs") / f"{args.task}-{args.model}-{args.preset}-s{args.seed}"
+    _set_threads(args.threads)
+    run = _with_tqdm_logging(lambda: train(mcfg, task, tcfg, out, resume=args.resume, force=args.force,
+                                           progress=args.progress, time_limit=time_left(args.time_limit)))
+    if distributed.env_info().is_main:
+        print(f"run: {run.path} (step {run.step}, checkpoint {run.checkpoint_hash})")
+        if run.step < run.config.train.steps:
+            print(f"stopped by --time-limit at step {run.step} of {run.config.train.steps}; continue with --resume")
+        results = _final_metrics(run)
+        if results:
+            print(_metrics_table(results))
+        live = (run.eval_metrics("ood") or {}).get(LIVE_KEY)
+        if live and any(f is not None for f in live):
+            print(f"value network live fraction: {format_live_fraction(live)}")
+    return 0
+
+
+def _with_tqdm_logging(fn: Callable[[], Any]) -> Any:
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    with logging_redirect_tqdm():
+        return fn()
+
+
+# -------------------------------------------------------------------------------------------------- eval
+def _add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = _subparser(
+        subparsers,
+        "eval",
+        help="evaluate a trained run on its test and ood splits",
+        description="Load a run directory and evaluate its model on fixed samples of its splits: the same "
+        "instances its training evaluations used (same seed and sample count).",
+        example="latentcode eval runs/sraven-hyla-small-s0 --splits test ood",
+    )
+    parser.add_argument("run", metavar="RUN", type=Path, help="run directory")
+    parser.add_argument("--splits", nargs="+", default=["test", "ood"], help="splits (default: test ood)")
+    parser.add_argument("--n-samples", "--samples", dest="samples", type=int, metavar="N",
+                        help="instances per split (default: the run's eval_samples; --samples is the old spelling)")
+    parser.add_argument("--device", default="cpu", help="device for the model (default: cpu)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    return parser
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from latentcode.rundir.checkpoint import load_run
+    from latentcode.training.diagnostics import LIVE_KEY, format_live_fraction, run_value_live_fraction
+    from latentcode.training.evaluate import LIVE_SAMPLES, evaluate
+    from latentcode.training.train_step import resolve_device
+
+    run = load_run(args.run, device=resolve_device(args.device))
+    cfg = run.config.train
+    n_samples = args.samples or cfg.eval_samples
+    if n_samples <= 0:
+        raise ValueError(f"--n-samples={n_samples} must be positive")
+    results = evaluate(run.model, run.task, splits=tuple(args.splits), n_samples=n_samples, seed=cfg.seed)
+    live = run_value_live_fraction(run)
+    if args.json:
+        print(json.dumps({"run": str(run.path), "step": run.step, "results": results, LIVE_KEY: live}, indent=2))
+    else:
+        print(f"run: {run.path} (step {run.step}, checkpoint {run.checkpoint_hash}, {n_samples} per split)")
+        print(_metrics_table(results))
+        print(f"value network live fraction ({LIVE_SAMPLES} ood instances): {format_live_fraction(live)}")
+    return 0
+
+
+# -------------------------------------------------------------------------------------------------- info
+def _add_info_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = _subparser(
+        subparsers,
+        "info",
+        help="show the config, parameter count and hook names of a run or of a task's preset model",
+        description="For a run directory: its configs, parameter count and hook names. For a task name: the "
+        "model and training configs that `latentcode train` would use, with --model.*/--task.*/--train.* "
+        "overrides applied.",
+        example="latentcode info sraven --model hyla --preset paper",
+    )
+    parser.add_argument("target", metavar="RUN|TASK", help="a run directory or a task name")
+    parser.add_argument("--model", default="hyla", metavar="VARIANT", help="variant for a task (default: hyla)")
+    parser.add_argument("--preset", default="paper", metavar="PRESET", help="preset for a task (default: paper)")
+    parser.set_defaults(accepts_overrides=True)
+    return parser
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    from latentcode.model.transformer import Transformer
+    from latentcode.rundir.checkpoint import load_run
+    from latentcode.tasks import TASKS
+
+    path = Path(args.target)
+    if args.target not in TASKS and (path.is_dir() or path.exists()):
+        if any(args.overrides.values()):
+            raise ValueError("--model.*/--task.*/--train.* overrides apply to a task name, not to a run")
+        run = load_run(path)
+        data = run.config.to_dict()
+        data["task"] = _task_summary(data["task"])
+        print(f"run: {run.path} (step {run.step} of {run.config.train.steps}, checkpoint {run.checkpoint_hash})")
+        print(json.dumps(data, indent=2))
+        print(_describe_model(run.model))
+        return 0
+    if args.target not in TASKS:
+        raise ValueError(
+            f"{args.target!r} is neither a run directory (no {path / CONFIG_FILE}) nor a task; valid tasks: "
+            f"{', '.join(sorted(TASKS))}"
+        )
+    task = build_task(args.target, args.overrides["task"])
+    mcfg = build_model_config(task, args.model, args.preset, args.overrides["model"])
+    tcfg = build_train_config(args.target, args.preset, {}, args.overrides["train"])
+    print(json.dumps({"model": mcfg.to_dict(), "task": _task_summary(task.to_dict()), "train": tcfg.to_dict()},
+                     indent=2))
+    print(_describe_model(Transformer(mcfg)))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------- sweep
+def _add_sweep_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = _subparser(
+        subparsers,
+        "sweep",
+        help="train every point of a YAML grid (one run directory each), skipping finished runs",
+        description="Expand a YAML grid (format: `python -c 'import latentcode.training.sweep; "
+        "help(latentcode.training.sweep)'`) into one run directory per point and train them, K at a time locally or "
+        "through submitit (Slurm, or local processes). Finished runs are skipped and interrupted ones resumed, "
+        "so running a sweep again completes it.",
+        example="latentcode sweep grids/ablation.yaml --jobs 2",
+    )
+    parser.add_argument("grid", metavar="GRID.yaml", type=Path, help="the grid file")
+    parser.add_argument("--jobs", type=int, default=1, metavar="K", help="runs at a time (default: 1)")
+    parser.add_argument("--launcher", choices=("local", "submitit"), default="local",
+                        help="local subprocesses or submitit's AutoExecutor (default: local)")
+    parser.add_argument("--cluster", help="submitit cluster: slurm, local or debug (default: auto-detect)")
+    parser.add_argument("--dry-run", action="store_true", help="list the runs and their status, train nothing")
+    parser.add_argument("--ensemble", action="store_true",
+                        help="train runs that differ only in seed, lr, warmup or weight decay as one vectorized "
+                        "process each (local launcher; same results as one process per run)")
+    _add_threads_and_time_limit(parser, "wall-clock seconds for the whole sweep: running trainings checkpoint and "
+                                "exit when they run out, later ones do not start (run the sweep again to continue)")
+    return parser
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from latentcode.training.sweep import load_grid, run_sweep
+
+    grid = load_grid(args.grid)
+    results = run_sweep(grid, jobs=args.jobs, launcher=args.launcher, dry_run=args.dry_run, cluster=args.cluster,
+                        ensemble=args.ensemble, threads=args.threads, time_limit=args.time_limit)
+    rows = [{"run": r.point.name, "status": r.status, "dir": str(r.point.run_dir)} for r in results]
+    print(_format_table(rows, ["run", "status", "dir"]))
+    if any(r.status in ("stopped", "pending") for r in results):
+        print("the time limit stopped the sweep; run the same command again to continue", file=sys.stderr)
+    failed = [r for r in results if r.status == "failed"]
+    for r in failed:
+        print(f"failed: {r.point.name} (exit code {r.returncode}); log: {r.log}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+# --------------------------------------------------------------------------------------------------- main
+COMMANDS: list[tuple[Callable[[Any], argparse.ArgumentParser], Callable[[argparse.Namespace], int]]] = [
+    (_add_train_parser, _cmd_train),
+    (_add_eval_parser, _cmd_eval),
+    (_add_info_parser, _cmd_info),
+    (_add_sweep_parser, _cmd_sweep),
+]
+"""Every subcommand: (adds its parser, runs it). Append a pair to add one."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of `latentcode` with every subcommand of `COMMANDS`."""
+    parser = argparse.ArgumentParser(
+        prog="latentcode",
+        description="Train softmax, linear and HYLA transformers on compositional tasks and read their latent "
+        "codes.",
+        epilog="example:\n  latentcode train fuzzy_logic --model hyla --preset tiny",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    parser.add_argument("--version", action="version", version=f"latentcode {__version__}")
+    verbosity = parser.add_mutually_exclusive_group()
+    verbosity.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    verbosity.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    from latentcode.cli.analysis import COMMANDS as ANALYSIS_COMMANDS  # it builds on this module's helpers
+    from latentcode.cli.interventions import COMMANDS as INTERVENTION_COMMANDS
+    from latentcode.cli.results import COMMANDS as RESULTS_COMMANDS
+
+    for add_parser, command in [*COMMANDS, *ANALYSIS_COMMANDS, *RESULTS_COMMANDS, *INTERVENTION_COMMANDS]:
+        add_parser(subparsers).set_defaults(func=command)
+    return parser
+
+
+def _error(message: object) -> None:
+    print(f"error: {' '.join(str(message).split())}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit code (2 for user errors, 130 after Ctrl-C)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        argv, overrides = split_overrides(argv)
+    except ValueError as e:
+        _error(e)
+        return 2
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse: --help, --version, or a usage error (already printed)
+        return e.code if isinstance(e.code, int) else 0
+    args.overrides = overrides
+    if any(overrides.values()) and not getattr(args, "accepts_overrides", False):
+        given = [f"--{s}.{k}" for s in SECTIONS for k in overrides[s]]
+        _error(f"`latentcode {args.command}` takes no config overrides ({', '.join(given)})")
+        return 2
+    from latentcode.training import distributed
+
+    level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
+    if not distributed.env_info().is_main:  # under torchrun, rank 0 tells the story
+        level = max(level, logging.WARNING)
+    logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
+    except BrokenPipeError:  # `latentcode ... | head`: the reader left; exit quietly (Python docs' recipe)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except USER_ERRORS as e:
+        _error(e)
+        return 1 if _diverged(e) else 2
+
+
+def _diverged(error: Exception) -> bool:
+    """Whether `error` is a NonFiniteLossError (exit code 1). Only a training raises one, and a training has loaded
+    torch: other errors, from commands that may never load it, do not import torch just to be told apart."""
+    if "torch" not in sys.modules:
+        return False
+    from latentcode.training.train import NonFiniteLossError
+
+    return isinstance(error, NonFiniteLossError)

@@ -1,0 +1,217 @@
+"""The result subcommands of `latentcode`: `table` (per-seed CSV and the mean ± s.e. Markdown table beside the
+paper's Table A1), `export` (a finished run as a shippable checkpoint), `pretrained` (the shipped checkpoints) and `emergence`
+(rule decoding over a run's snapshots).
+
+Each is a pair (adds its parser, runs it) in `COMMANDS`, which `app.py` appends to its own; the work
+is a call into `latentcode.pipelines.results` or `latentcode.rundir.pretrained`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from latentcode.cli.util import _echo, _subparser
+
+__all__ = ["COMMANDS"]
+
+
+
+def _add_table_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = _subparser(
+        subparsers,
+        "table",
+        help="per-variant mean ± s.e. over seeds beside the paper's Table A1",
+        description="Collect the final evaluation of each run directory (or read a results CSV written before) and "
+        "print a Markdown table of the metric ×100, mean ± standard error over seeds per variant, beside the "
+        "paper's Table A1 numbers. --csv writes the per-seed rows; unfinished runs are left out unless "
+        "--include-unfinished.",
+        example="latentcode table runs/table_a1_fuzzy_logic/*/ --csv results/table_a1_fuzzy_logic.csv",
+    )
+    parser.add_argument("runs", metavar="RUN", nargs="*", type=Path, help="run directories")
+    parser.add_argument("--from", dest="from_csv", metavar="CSV", type=Path,
+                        help="read the per-seed rows from a CSV written by --csv instead of run directories")
+    parser.add_argument("--csv", metavar="FILE", type=Path, help="write the per-seed rows (test and ood) here")
+    parser.add_argument("--split", default="ood", help="split of the table (default: ood)")
+    parser.add_argument("--include-unfinished", action="store_true",
+                        help="also count runs that have not reached their last step (marked by their step count)")
+    parser.add_argument("--per-seed", action="store_true",
+                        help="print one line per run (metric and value network live fraction per layer) instead "
+                        "of the mean ± s.e. per variant")
+    return parser
+
+
+def _cmd_table(args: argparse.Namespace) -> int:
+    from latentcode.pipelines.results import (
+        collect_results,
+        markdown_table,
+        read_results_csv,
+        seed_table,
+        summarize,
+        write_results_csv,
+    )
+
+    if bool(args.runs) == bool(args.from_csv):
+        raise ValueError("give run directories or --from CSV (exactly one of the two)")
+    if args.from_csv and args.csv:
+        raise ValueError("--csv writes rows collected from run directories; with --from the rows are already a CSV")
+    rows = read_results_csv(args.from_csv) if args.from_csv else collect_results(args.runs)
+    if args.csv:
+        _echo(f"wrote {write_results_csv(rows, args.csv)} ({len(rows)} rows)")
+    unfinished = sorted({r.run or f"{r.variant} seed {r.seed}" for r in rows if not r.finished})
+    if unfinished and not args.include_unfinished:
+        _echo(f"left out (unfinished): {', '.join(unfinished)}")
+    if args.per_seed:
+        table = seed_table(rows, split=args.split, finished_only=not args.include_unfinished)
+        if table.count("\n") < 2:
+            raise ValueError(f"no finished run has a {args.split!r} evaluation; pass --include-unfinished to see "
+                             "the partial numbers")
+        _echo(table)
+        return 0
+    summaries = summarize(rows, split=args.split, finished_only=not args.include_unfinished)
+    if not summaries:
+        raise ValueError(f"no finished run has a {args.split!r} evaluation; pass --include-unfinished to see the "
+                         "partial numbers")
+    _echo(markdown_table(summaries))
+    return 0
+
+
+def _add_export_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = _subparser(
+        subparsers,
+        "export",
+        help="copy a finished run as a shippable checkpoint (no optimizer state)",
+        description="Write a finished run's config.json, model.safetensors and metrics.jsonl to DEST, with "
+        "shipped.json recording the source run, the git commit and the evaluation to reproduce. DEST must not "
+        "exist; nothing is overwritten.",
+        example="latentcode export runs/table_a1_fuzzy_logic/fuzzy_logic-hyla-s0-frac0.7 checkpoints/fuzzy_logic-hyla",
+    )
+    parser.add_argument("run", metavar="RUN", type=Path, help="a finished run directory")
+    parser.add_argument("dest", metavar="DEST", type=Path, help="the new checkpoint directory")
+    parser.add_argument("--command", default="", help="the training command, recorded in shipped.json")
+    return parser
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from latentcode.rundir.pretrained import export_checkpoint
+
+    _echo(f"wrote {export_checkpoint(args.run, args.dest, command=args.command)}")
+    return 0
+
+
+def _add_pretrained_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = _subparser(
+        subparsers,
+        "pretrained",
+        help="list the shipped checkpoints and their recorded held-out metric",
+        description="List the checkpoints that ship with latentcode (`latentcode.load_pretrained(NAME)`), with "
+        "their folder and the held-out metric recorded when they were shipped. The folder is "
+        "$LATENTCODE_CHECKPOINTS, else the checkpoints/ folder of the source tree.",
+        example="latentcode pretrained",
+    )
+    return parser
+
+
+def _cmd_pretrained(args: argparse.Namespace) -> int:
+    from latentcode.rundir.pretrained import checkpoints_dir, list_pretrained, shipped_info
+
+    folder = checkpoints_dir()
+    _echo(f"shipped checkpoints in {folder}:")
+    for name in list_pretrained():
+        evaluation = shipped_info(folder / name)["evaluation"]
+        metric = evaluation["metric"]
+        cells = [f"{split} {metric} {record[metric]:.4f}" for split, record in evaluation["results"].items()]
+        _echo(f"  {name:<24} seed {evaluation['seed']}  {', '.join(cells)}")
+    return 0
+
+
+def _add_emergence_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = _subparser(
+        subparsers,
+        "emergence",
+        help="rule decoding and its controls on every snapshot of a run, against the training step",
+        description="Read the latent codes of every snapshot a run kept (trained with --train.snapshots=true) at "
+        "the task's paper reading, decode the rule from them (probes fit on training rule sets, scored on held-out "
+        "ones), and write one table per layer and step: decoding accuracy, the input-only control, control-task "
+        "selectivity, chance, majority and the model's own held-out accuracy (emergence.csv + .json), with its "
+        "figure (emergence.png, emergence.html). --out must not hold them yet.",
+        example="latentcode emergence runs/table_a1_sraven/sraven-hyla-s0 --out results/emergence/sraven-hyla-s0",
+    )
+    parser.add_argument("run", metavar="RUN", type=Path, help="a run directory with snapshots/")
+    parser.add_argument("--out", metavar="DIR", type=Path, required=True, help="folder for the table and figure")
+    parser.add_argument("--n", dest="n_samples", type=int, default=4096, metavar="N",
+                        help="instances per split read at each snapshot (default: 4096)")
+    parser.add_argument("--steps", type=lambda s: [int(x) for x in s.split(",") if x],
+                        help="only these snapshot steps, comma-separated (default: every snapshot)")
+    parser.add_argument("--update", action="store_true",
+                        help="add the snapshots that --out's emergence.csv lacks (same --n) and redraw the figure, "
+                        "instead of refusing an --out that holds a table: for runs still training")
+    return parser
+
+
+def _cmd_emergence(args: argparse.Namespace) -> int:
+    import matplotlib.pyplot as plt
+
+    from latentcode.pipelines.emergence import rule_emergence, write_emergence
+    from latentcode.rundir.weights import list_snapshots
+    from probes.figures import emergence_figure, save_figure
+
+    if args.n_samples <= 0:
+        raise ValueError(f"--n {args.n_samples} must be a positive number of instances")
+    if not list_snapshots(args.run):
+        raise ValueError(f"{args.run} has no snapshots/step-*/ folders; train it with --train.snapshots=true")
+    table = args.out / "emergence.csv"
+    previous: list[Any] = []
+    meta: dict[str, Any] = {"run": str(args.run), "n_samples": args.n_samples, "commands": [],
+                            "reading": "the task's paper reading (spec §4.1); SRAVEN instances unpermuted"}
+    if args.update and table.is_file():
+        from latentcode.pipelines.emergence import read_emergence
+
+        meta = json.loads(table.with_suffix(".json").read_text())
+        if meta.get("n_samples") != args.n_samples:
+            raise ValueError(f"{table} was made with --n {meta.get('n_samples')}; update it with the same --n")
+        previous = read_emergence(table)
+        meta.setdefault("commands", [meta.pop("command")] if "command" in meta else [])
+    else:
+        for target in (table, table.with_suffix(".json"), args.out / "emergence.png", args.out / "emergence.html"):
+            if target.exists():
+                raise ValueError(f"{target} exists; choose another --out, or pass --update to add new snapshots "
+                                 "(nothing else is overwritten)")
+    done = {row.step for row in previous}
+    wanted = [step for step, _ in list_snapshots(args.run) if args.steps is None or step in args.steps]
+    missing = sorted(set(args.steps or ()) - {step for step, _ in list_snapshots(args.run)})
+    if missing:
+        raise ValueError(f"no snapshot of step(s) {missing} in {args.run}")
+    new_steps = [step for step in wanted if step not in done]
+    rows = rule_emergence(args.run, n_samples=args.n_samples, steps=new_steps) if new_steps else []
+    rows = sorted([*previous, *rows], key=lambda r: r.step)  # each step's layers keep their order
+    command = f"latentcode emergence {args.run} --out {args.out} --n {args.n_samples}" + (
+        f" --steps {','.join(map(str, args.steps))}" if args.steps else "") + (" --update" if args.update else "")
+    meta["commands"] = [*meta.get("commands", []), command]
+    meta.pop("note", None)
+    if previous:
+        for target in (table, table.with_suffix(".json")):
+            target.unlink()
+    write_emergence(rows, table, meta=meta)
+    figure = emergence_figure(rows, title=f"When do rule codes appear? {args.run.name} (held-out rule combinations)")
+    save_figure(figure, args.out / "emergence", formats=("png", "html"))
+    plt.close("all")
+    _echo(f"wrote {table} ({len(rows)} rows, {len(new_steps)} new snapshot(s)) and its figure emergence.png / .html")
+    for row in rows:
+        if row.layer == "all":
+            _echo(f"  step {row.step:>7}: codes {row.decoding:.3f}  input-only {row.input_only:.3f}  "
+                  f"selectivity {row.selectivity:+.3f}  model {row.model_accuracy:.3f}  "
+                  f"(chance {row.chance:.3f}, majority {row.majority:.3f})")
+    return 0
+
+
+COMMANDS: list[tuple[Callable[[Any], argparse.ArgumentParser], Callable[[argparse.Namespace], int]]] = [
+    (_add_table_parser, _cmd_table),
+    (_add_export_parser, _cmd_export),
+    (_add_pretrained_parser, _cmd_pretrained),
+    (_add_emergence_parser, _cmd_emergence),
+]
+"""The result subcommands: (adds its parser, runs it), for `latentcode/cli/app.py` to append to its own."""

@@ -1,0 +1,54 @@
+"""Parser helpers every `latentcode` subcommand module uses (`app.py`, `analysis.py`, ...), so that those
+modules import this one instead of each other. Nothing else lives here."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import textwrap
+from typing import Any
+
+
+def _wrap(text: str, indent: int = 0) -> str:
+    return textwrap.fill(text, width=100, initial_indent="  ", subsequent_indent=" " * indent)
+
+
+def _subparser(subparsers: Any, name: str, *, help: str, description: str, example: str,
+               epilog: str = "") -> argparse.ArgumentParser:
+    """A subcommand parser whose --help ends with an example invocation."""
+    return subparsers.add_parser(
+        name,
+        help=help,
+        description=textwrap.fill(description, width=100),
+        epilog=f"{epilog}\n\nexample:\n  {example}" if epilog else f"example:\n  {example}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+
+
+def _field_names(cls: type) -> str:
+    return ", ".join(f.name for f in dataclasses.fields(cls))
+
+
+def _echo(text: str = "") -> None:
+    """Print a line of command output to stdout (the library itself never prints)."""
+    sys.stdout.write(text + "\n")
+
+
+class _TaskAction(argparse.Action):
+    """Stores the TASK argument; its help lists the registered tasks (`latentcode.tasks.TASKS`), read only when
+    that help is printed, so building the parser loads no task module (and no torch)."""
+
+    @property
+    def help(self) -> str:
+        from latentcode.tasks import TASKS
+
+        return f"task: {', '.join(sorted(TASKS))}"
+
+    @help.setter
+    def help(self, value: str | None) -> None:  # argparse sets it; the property computes it
+        pass
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: str | None = None):
+        setattr(namespace, self.dest, values)

@@ -1,0 +1,6 @@
+"""Run directory in, files out: the analyses behind the commands (extract, decode, figures, report), the
+emergence analysis, result tables over many runs, and the demo that chains them.
+
+Modules: `analysis.py`, `emergence.py`, `results.py`, `demo.py`, `demo_table.py`, `run_codes.py`,
+`run_report.py`. Nothing is imported here: import from a module, or the public names from `latentcode`.
+"""

@@ -1,0 +1,327 @@
+"""`latentcode demo`: probe the latent codes of softmax, linear and HYLA models end to end and write a report.
+
+By default it analyses every shipped seed of the fuzzy-logic checkpoints (copied first, never written into);
+`train=True` trains small SRAVEN models instead. The steps are the public analyses of
+`latentcode.pipelines.analysis` (extract, decode, report); this module only chains them and hands their results to
+`latentcode.pipelines.demo_table`, which condenses them into one table per seed and the mean ± s.e. over seeds
+(`SeedTable`, `DemoResult`), each score beside its floors, the input-only control and the value-network live
+fraction. torch and the analyses are imported when `demo` runs, so the command line reads `DEMO_SETTINGS` for its
+--help without loading them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from latentcode.pipelines.demo_table import (
+    DemoResult,
+    SeedTable,
+    add_seed_section,
+    dead_layer_notes,
+    row_scores,
+    seed_row,
+    skipped_note,
+)
+from probes._compat import renamed_kwargs
+from probes.degenerate import ConstantCodesWarning
+
+__all__ = [
+    "DEMO_PRETRAINED_TASK",
+    "DEMO_SETTINGS",
+    "DEMO_VARIANTS",
+    "demo",
+    "shipped_seed_dirs",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def shipped_seed_dirs(name: str, seeds: Sequence[int] | None = None) -> dict[int, Path]:
+    """Every shipped seed of a short name, each folder checked: seed -> folder (`<name>` and `<name>-s<k>`).
+
+    Args:
+        name: a short name such as `fuzzy_logic-hyla` (see `latentcode.rundir.pretrained.pretrained_seeds`).
+        seeds: only these seeds (None: every shipped one).
+
+    Raises:
+        ValueError: no checkpoint named `name` (the available ones are listed), a seed in `seeds` that is not
+            shipped, or a broken folder: a file missing, a shipped.json or config.json that cannot be read, a seed
+            recorded in shipped.json that differs from the folder's `-s<k>` or from its config, two folders
+            holding one seed, or weights that do not load. The message names the folder and the fix.
+    """
+    from latentcode.constants import CONFIG_FILE, MODEL_FILE, SHIPPED_FILE
+    from latentcode.rundir.checkpoint import load_run
+    from latentcode.rundir.pretrained import checkpoints_dir, pretrained_path, shipped_info
+
+    pretrained_path(name)  # raises, listing the names there are
+    folder = checkpoints_dir()
+    pattern = re.compile(rf"{re.escape(name)}(?:-s(\d+))?")
+    found: dict[int, Path] = {}
+    for path in sorted(p for p in folder.iterdir() if p.is_dir() and pattern.fullmatch(p.name)):
+        def broken(why: str, path: Path = path) -> ValueError:
+            return ValueError(f"shipped checkpoint {path} is broken: {why}. Export it again (`latentcode export RUN "
+                              f"{path}`) or move it out of {folder}")
+
+        missing = [f for f in (CONFIG_FILE, MODEL_FILE, SHIPPED_FILE) if not (path / f).is_file()]
+        if missing:
+            raise broken(f"no {', '.join(missing)}")
+        try:
+            seed = shipped_info(path)["evaluation"]["seed"]
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise broken(f"{SHIPPED_FILE} does not record the evaluation seed ({err!r})") from err
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise broken(f"{SHIPPED_FILE} records seed {seed!r}, not an integer")
+        suffix = pattern.fullmatch(path.name)[1]
+        if suffix is not None and int(suffix) != seed:
+            raise broken(f"the folder is named for seed {suffix} but {SHIPPED_FILE} records seed {seed}")
+        if seed in found:
+            raise broken(f"{found[seed].name} holds seed {seed} too")
+        found[seed] = path
+    if seeds is not None:
+        absent = [s for s in seeds if s not in found]
+        if absent:
+            raise ValueError(f"seed {', '.join(map(str, absent))} of {name!r} is not shipped; shipped seeds: "
+                             f"{', '.join(map(str, sorted(found))) or 'none'}")
+        found = {s: found[s] for s in seeds}
+    for seed, path in found.items():
+        try:
+            run = load_run(path)
+        except Exception as err:  # a truncated weights file or a config of another version: say which folder
+            raise ValueError(f"shipped checkpoint {path} is broken: it does not load ({err}). Export it again "
+                             f"(`latentcode export RUN {path}`) or move it out of {folder}") from err
+        if run.config.train.seed != seed:
+            raise ValueError(f"shipped checkpoint {path} is broken: its config was trained with seed "
+                             f"{run.config.train.seed} but {SHIPPED_FILE} records seed {seed}. Export it again "
+                             f"(`latentcode export RUN {path}`) or move it out of {folder}")
+    return dict(sorted(found.items()))
+
+
+DEMO_VARIANTS = ("softmax", "linear", "hyla")
+"""The variants `demo` analyses (shipped checkpoints `<task>-<variant>`) or trains, in table order."""
+DEMO_PRETRAINED_TASK = "fuzzy_logic"
+"""The task of the shipped checkpoints `demo` analyses by default."""
+DEMO_SETTINGS: dict[str, Any] = {
+    "task": "sraven",
+    "preset": "small",
+    "steps": 600,
+    "batch_size": 128,
+    "lr": 3e-3,
+    "n_samples": 1024,
+}
+"""What `demo` trains by default, sized for about five minutes on a 2-core CPU, with the task's own demo parameters
+(`presets.demo_params`: SRAVEN's column permutation is off, so small models learn the rules within minutes)."""
+
+
+@renamed_kwargs(out="out_dir", n_codes="n_samples")
+def demo(
+    out_dir: str | os.PathLike = "runs/demo",
+    *,
+    train: bool = False,
+    variants: Sequence[str] = DEMO_VARIANTS,
+    task: str | None = None,
+    task_params: dict[str, Any] | None = None,
+    preset: str = DEMO_SETTINGS["preset"],
+    steps: int = DEMO_SETTINGS["steps"],
+    lr: float = DEMO_SETTINGS["lr"],
+    n_samples: int = DEMO_SETTINGS["n_samples"],
+    seed: int = 0,
+    device: str = "cpu",
+    embed_method: str = "umap",
+    threads: int | None = 1,
+    force: bool = False,
+    progress: bool | None = None,
+    inputs: str | None = None,
+    seeds: Sequence[int] | None = None,
+) -> DemoResult:
+    """Probe the latent codes of softmax, linear and HYLA models and write a report.
+
+    By default the models are the shipped checkpoints `<task>-<variant>`, every shipped seed of each (fuzzy logic
+    at the paper's Table A1 setting, see `latentcode.rundir.pretrained`): each is copied (weights, config, metrics)
+    to `out_dir/<variant>` (the seed the short name holds) or `out_dir/<variant>-s<seed>` (every other one), its
+    codes are extracted there, and every probe runs on them; nothing is trained and the checkpoints are not touched.
+    The table shows every seed, then the mean ± s.e. over each variant's seeds, with the value-network live fraction
+    beside each. With `train=True`, small models are trained instead (`DEMO_SETTINGS`, SRAVEN by default; finished
+    runs in `out_dir` are reused unless `force=True`). Codes are read at the task's default reading, the paper's
+    (fuzzy logic: the query's self-code on instances sharing one query input; SRAVEN: the reference's dump
+    positions on unpermuted instances), unless `inputs` names another; SRAVEN codes are also read at
+    `all_features` positions (every feature: balanced labels), shown in extra columns. Every score is shown
+    beside its floors and the input-only control, and the headline is the score minus the best of them.
+
+    Args:
+        out_dir: folder for the runs (`out_dir/<variant>`), report.html, summary.json and demo.json.
+        train: train small models instead of analysing the shipped checkpoints.
+        variants: model variants.
+        task: the task (default: fuzzy_logic for the shipped checkpoints, `DEMO_SETTINGS["task"]` with `train`).
+        task_params: task parameters when training (default: the task's `presets.demo_params`).
+        preset: model preset when training.
+        steps: training steps per model when training.
+        lr: peak learning rate when training.
+        n_samples: instances per split whose codes are extracted.
+        seed: seed of the task split, initialisation and data when training, and of the extraction batches.
+        device: where to train and extract.
+        embed_method: 'umap' or 'pca' for the report's embedding section.
+        threads: torch CPU threads while the demo runs (restored afterwards; None keeps torch's setting).
+        force: retrain runs that already exist in `out_dir`.
+        progress: progress bars (None: only on a terminal).
+        inputs: the input choice the codes are read at (None: the task's default, the paper's reading).
+        seeds: the shipped seeds to analyse (None: every seed shipped for each variant; see `shipped_seed_dirs`).
+            With `train`, use `seed`.
+
+    Returns:
+        A `DemoResult`; `table()` is the comparison the CLI prints.
+
+    Raises:
+        ValueError: unknown variants, task, preset or inputs, a missing shipped checkpoint or seed (the message
+            lists those there are), a broken shipped checkpoint folder (the message names it), `seeds` with
+            `train`, or an existing run in `out_dir` trained with other settings (pass `force=True`).
+    """
+    import torch
+
+    from latentcode.tasks import TASKS, get_task
+
+    if threads is not None and threads <= 0:
+        raise ValueError(f"threads={threads} must be a positive integer or None")
+    if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples <= 0:
+        raise ValueError(f"n_samples={n_samples} must be a positive integer")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
+        raise ValueError(f"steps={steps} must be a positive integer")
+    if embed_method not in ("umap", "pca"):
+        raise ValueError(f"embed_method={embed_method!r} is not one of umap, pca")
+    if task is None:
+        task = DEMO_SETTINGS["task"] if train else DEMO_PRETRAINED_TASK
+    if task not in TASKS:
+        get_task(task)  # raises, listing the valid tasks
+    TASKS[task].code_reading.choice(inputs, f"task {task!r}")  # checked before anything is copied or trained
+    if seeds is not None:
+        if train:
+            raise ValueError(f"seeds={list(seeds)} selects shipped checkpoints; with train=True pass seed= instead")
+        if not seeds or any(isinstance(s, bool) or not isinstance(s, int) for s in seeds):
+            raise ValueError(f"seeds={list(seeds)} must be a non-empty list of integers (or None: every shipped seed)")
+    previous = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _demo(out_dir, train, variants, task, task_params, preset, steps, lr, n_samples, seed, device,
+                     embed_method, force, progress, inputs, seeds)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _demo_runs(out: Path, train: bool, variants: Sequence[str], task: str, task_params: dict[str, Any] | None,
+               preset: str, steps: int, lr: float, seed: int, device: str, force: bool,
+               progress: bool | None, seeds: Sequence[int] | None) -> list[tuple[str, Path]]:
+    """The demo's (variant, run directory) pairs: copies of every shipped seed's checkpoint, or freshly trained
+    small models."""
+    from latentcode.pipelines.run_codes import analysis_dir
+
+    if not train:
+        found = {variant: shipped_seed_dirs(f"{task}-{variant}", seeds) for variant in variants}  # checked first
+        plan = [(variant, source, out / (variant if source.name == f"{task}-{variant}" else f"{variant}-s{s}"))
+                for variant, by_seed in found.items() for s, source in by_seed.items()]
+        logger.info("demo: %d shipped checkpoints (%s)", len(plan),
+                    "; ".join(f"{v} seeds {', '.join(map(str, by_seed))}" for v, by_seed in found.items()))
+        pairs = []
+        for i, (variant, source, dest) in enumerate(plan, 1):
+            logger.info("demo: [%d/%d] copying %s to %s", i, len(plan), source, dest)
+            pairs.append((variant, analysis_dir(source, dest)))
+        return pairs
+    from latentcode.config import model_config, train_config
+    from latentcode.tasks import get_task, task_presets
+    from latentcode.training.train import train as train_model
+
+    if task_params is None:
+        task_params = dict(task_presets(task).demo_params)
+    the_task = get_task(task, **{"seed": seed, **task_params})
+    train_cfg = train_config(task, preset, steps=steps, warmup=max(1, steps // 10), lr=lr, eval_every=steps,
+                             eval_samples=2048, log_every=max(1, steps // 20), checkpoint_every=steps, seed=seed,
+                             device=device, batch_size=DEMO_SETTINGS["batch_size"])
+    configs = [model_config(the_task, variant, preset) for variant in variants]  # fails early on a bad variant
+    run_dirs = []
+    for variant, config in zip(variants, configs, strict=True):
+        logger.info("demo: training %s on %s (%s preset, %d steps)", variant, task, preset, steps)
+        train_model(config, the_task, train_cfg, out / variant, resume=not force, force=force, progress=progress)
+        run_dirs.append((variant, out / variant))
+    return run_dirs
+
+
+def _extra_positions(task: Any) -> list[str]:
+    """Named positions other than the paper's that the task declares (SRAVEN: all_features)."""
+    from latentcode.codes.extract import POSITIONS, code_reading
+
+    return [name for name in code_reading(task).positions[1:] if name in POSITIONS]
+
+
+def _demo(out: str | os.PathLike, train: bool, variants: Sequence[str], task: str,
+          task_params: dict[str, Any] | None, preset: str, steps: int, lr: float, n_samples: int, seed: int,
+          device: str, embed_method: str, force: bool, progress: bool | None, inputs: str | None,
+          seeds: Sequence[int] | None) -> DemoResult:
+    from latentcode.pipelines.analysis import decode_run, extract_run
+    from latentcode.pipelines.run_codes import check_reading, run_config
+    from latentcode.pipelines.run_report import report_with_notes, run_names
+    from latentcode.rundir.checkpoint import load_run
+    from latentcode.rundir.directory import atomic_write_json
+
+    start = time.perf_counter()
+    out = Path(out)
+    pairs = _demo_runs(out, train, variants, task, task_params, preset, steps, lr, seed, device, force, progress,
+                       seeds)
+    run_dirs = [run_dir for _, run_dir in pairs]
+    timings = {"train" if train else "copy": time.perf_counter() - start}
+    config = run_config(run_dirs[0])
+    metric = config.task.metric_name
+    inputs = check_reading(config, "paper", inputs)
+    extra = _extra_positions(config.task)
+    tick = time.perf_counter()
+    for i, run_dir in enumerate(run_dirs, 1):
+        logger.info("demo: [%d/%d] extracting %s codes (%s)", i, len(run_dirs), run_dir.name,
+                    ", ".join(["paper", *extra]))
+        for where in ["paper", *extra]:
+            with warnings.catch_warnings():
+                # constant codes are said once per run and reading: by the report (paper positions, in the
+                # notes) and by decode_run below (the extra positions), not here as well
+                warnings.simplefilter("ignore", ConstantCodesWarning)
+                extract_run(run_dir, n_samples=n_samples, positions=where, device=device, seed=seed,
+                            progress=progress, inputs=inputs)
+    timings["extract"] = time.perf_counter() - tick
+    tick = time.perf_counter()
+    logger.info("demo: running the probes on %d runs and writing the report", len(run_dirs))
+    if train:
+        source = f"{preset} models trained {steps} steps"
+    else:
+        shown = sorted({load_run(run_dir).config.train.seed for run_dir in run_dirs})
+        source = f"shipped checkpoints (seeds {', '.join(map(str, shown))})"
+    report, notes = report_with_notes(run_dirs, out, positions="paper", inputs=inputs, embed_method=embed_method,
+                                      device=device, progress=progress,
+                                      title=f"latentcode demo: {', '.join(variants)} on {task}, {source}")
+    extra_decodings = {(run_dir, where): decode_run(run_dir, positions=where, inputs=inputs, progress=progress)[0]
+                       for run_dir in run_dirs for where in extra}
+    summary = report.summary["runs"]
+    rows = []
+    decodings = []
+    for (variant, run_dir), name in zip(pairs, run_names(run_dirs), strict=True):
+        decoding = summary[name].get("decoding")
+        decodings.append(decoding)
+        row = {**seed_row(load_run(run_dir), decoding, variant=variant), "run": run_dir}
+        for where in extra:
+            scores = row_scores(extra_decodings[run_dir, where].to_dict())
+            row[f"decode_ood_last_{where}"] = scores.get("decode_ood_last")
+            row[f"codes_minus_control_{where}"] = scores.get("codes_minus_control")
+        rows.append(row)
+        notes += [note for note in (decoding or {}).get("notes") or [] if note not in notes]
+    skipped = skipped_note(decodings)
+    reading = next((r["meta"].get("reading") for r in summary.values() if r.get("meta")), None)
+    table = SeedTable(rows, metric=metric, reading=reading)
+    add_seed_section(report, table)
+    timings["report"] = time.perf_counter() - tick
+    result = DemoResult(rows=rows, report=report.path, seconds=time.perf_counter() - start, metric=metric,
+                        positions="paper", timings=timings, reading=reading,
+                        notes=[*([skipped] if skipped else []), *dead_layer_notes(rows), *notes])
+    atomic_write_json(out / "demo.json", result.to_dict())
+    return result

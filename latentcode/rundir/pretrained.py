@@ -1,0 +1,188 @@
+"""Trained checkpoints that ship with latentcode, found by name: `load_pretrained("fuzzy_logic-hyla")`.
+
+A shipped checkpoint is a run directory without optimizer state (config.json, model.safetensors, metrics.jsonl)
+plus `shipped.json`, which records where it came from and the held-out metric it must reproduce. Names resolve
+to `<folder>/<name>/`, where the folder is `$LATENTCODE_CHECKPOINTS` when set, else the `checkpoints/` folder of
+the source tree (a clone or an editable install). Shipped checkpoints are read-only to latentcode: analyses of
+them write under `--out`, and `--force` never deletes one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from latentcode.constants import CONFIG_FILE, SHIPPED_FILE
+from latentcode.rundir.checkpoint import Run, atomic_write_json, load_run
+from latentcode.rundir.directory import is_shipped, require_writable_run
+
+__all__ = [
+    "CHECKPOINTS_ENV",
+    "checkpoints_dir",
+    "export_checkpoint",
+    "is_shipped",
+    "list_pretrained",
+    "load_pretrained",
+    "pretrained_path",
+    "pretrained_seeds",
+    "require_writable_run",
+    "shipped_info",
+]
+
+CHECKPOINTS_ENV = "LATENTCODE_CHECKPOINTS"
+"""Environment variable naming the folder of shipped checkpoints (needed by a non-editable install)."""
+
+_SOURCE_CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
+
+
+def checkpoints_dir() -> Path:
+    """The folder holding the shipped checkpoints: `$LATENTCODE_CHECKPOINTS`, else the source tree's `checkpoints/`.
+
+    Raises:
+        FileNotFoundError: neither exists (a non-editable install without the environment variable).
+    """
+    env = os.environ.get(CHECKPOINTS_ENV)
+    if env:
+        folder = Path(env).expanduser()
+        if not folder.is_dir():
+            raise FileNotFoundError(f"${CHECKPOINTS_ENV}={env} is not a directory; point it at the checkpoints/ "
+                                    "folder of a latentcode clone")
+        return folder
+    if _SOURCE_CHECKPOINTS.is_dir():
+        return _SOURCE_CHECKPOINTS
+    raise FileNotFoundError(
+        f"no shipped checkpoints: {_SOURCE_CHECKPOINTS} does not exist (latentcode is not installed from a clone); "
+        f"clone the repository and set {CHECKPOINTS_ENV}=/path/to/latentcode/checkpoints"
+    )
+
+
+def list_pretrained() -> list[str]:
+    """Names of the shipped checkpoints, sorted (e.g. `fuzzy_logic-hyla`)."""
+    folder = checkpoints_dir()
+    return sorted(p.name for p in folder.iterdir() if (p / SHIPPED_FILE).is_file() and (p / CONFIG_FILE).is_file())
+
+
+def _shipped_seed(folder: Path) -> int | None:
+    try:
+        return int(shipped_info(folder)["evaluation"]["seed"])
+    except (OSError, KeyError, TypeError, ValueError):
+        return None
+
+
+def pretrained_seeds(name: str) -> dict[int, str]:
+    """The seeds shipped under a short name: seed -> folder name. `<name>` itself holds one seed (the default,
+    recorded in its shipped.json) and `<name>-s<seed>` each other one.
+
+    >>> sorted(pretrained_seeds("fuzzy_logic-softmax"))[0]
+    0
+    """
+    folder = checkpoints_dir()
+    seeds: dict[int, str] = {}
+    for candidate in list_pretrained():
+        if candidate == name or (candidate.startswith(f"{name}-s") and candidate[len(name) + 2:].isdigit()):
+            seed = _shipped_seed(folder / candidate)
+            if seed is not None:
+                seeds.setdefault(seed, candidate)
+    return dict(sorted(seeds.items()))
+
+
+def pretrained_path(name: str, seed: int | None = None) -> Path:
+    """The directory of a shipped checkpoint: `name` itself, or with `seed` the checkpoint of that seed.
+
+    Raises:
+        ValueError: no checkpoint has that name (the message lists the available names and the closest ones), or
+            that seed is not shipped (the message lists the seeds that are).
+    """
+    available = list_pretrained()
+    if name not in available:
+        close = difflib.get_close_matches(name, available, n=3, cutoff=0.5)
+        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise ValueError(f"no shipped checkpoint named {name!r}{hint} Available: {', '.join(available) or 'none'} "
+                         f"(in {checkpoints_dir()})")
+    if seed is None:
+        return checkpoints_dir() / name
+    seeds = pretrained_seeds(name)
+    if seed not in seeds:
+        raise ValueError(f"no seed {seed} of {name!r} is shipped; shipped seeds: {', '.join(map(str, seeds)) or 'none'}")
+    return checkpoints_dir() / seeds[seed]
+
+
+def load_pretrained(name: str, device: str | torch.device = "cpu", *, seed: int | None = None) -> Run:
+    """Load a shipped checkpoint by name, e.g. `load_pretrained("fuzzy_logic-hyla")` or
+    `load_pretrained("fuzzy_logic-hyla", seed=1)`.
+
+    The short name `<task>-<variant>` is seed 0 of the paper's Table A1 setting: the first seed trained, never
+    chosen for its score (docs/checkpoints.md); every other shipped seed is `<task>-<variant>-s<seed>`.
+
+    Args:
+        name: a name from `list_pretrained()`.
+        device: where to put the model.
+        seed: a seed from `pretrained_seeds(name)` (None: the checkpoint `name` itself).
+
+    Returns:
+        The `Run` (its `path` is the shipped directory: analyse it with an explicit `out_dir`).
+
+    Raises:
+        ValueError: unknown name or seed (the available ones are listed).
+        FileNotFoundError: no checkpoints folder (see `checkpoints_dir`).
+    """
+    if not isinstance(seed, int | None) or isinstance(seed, bool):
+        raise ValueError(f"seed={seed!r} must be an integer (see pretrained_seeds({name!r})) or None")
+    return load_run(pretrained_path(name, seed), device=device)
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parents[2],
+                             capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def export_checkpoint(run_dir: str | os.PathLike, dest: str | os.PathLike, *, command: str = "") -> Path:
+    """Copy a finished run as a shippable checkpoint: weights, config, metrics and `shipped.json`, no optimizer
+    state (a shipped checkpoint is loaded and analysed, never resumed).
+
+    `shipped.json` records the source run, the training command, the git commit, and the last evaluation of every
+    split with the evaluation seed and sample count it was measured on, so a test can reproduce it.
+
+    Raises:
+        ValueError: the run is unfinished or has no evaluation, or `dest` already exists.
+    """
+    run = load_run(run_dir)
+    dest = Path(dest)
+    if not run.finished:
+        raise ValueError(f"{run_dir} is not finished (step {run.step} of {run.config.train.steps}); ship finished runs")
+    if dest.exists():
+        raise ValueError(f"{dest} already exists; latentcode never overwrites a shipped checkpoint. Remove it "
+                         "yourself or choose another destination")
+    metric = run.task.metric_name
+    evaluations = {s: record for s in run.task.splits if s != "train"
+                   and (record := run.eval_metrics(s)) is not None and metric in record}
+    if not evaluations:
+        raise ValueError(f"{run_dir} has no evaluation record in its metrics.jsonl")
+    copy = run.save(dest)
+    info: dict[str, Any] = {
+        "name": dest.name,
+        "source_run": str(Path(run_dir)),
+        "command": command,
+        "git_commit": _git_commit(),
+        "step": run.step,
+        "model_sha16": copy.checkpoint_hash,
+        "evaluation": {"seed": run.config.train.seed, "n_samples": run.config.train.eval_samples,
+                       "metric": run.task.metric_name, "results": evaluations},
+    }
+    atomic_write_json(dest / SHIPPED_FILE, info)
+    return dest
+
+
+def shipped_info(path: str | os.PathLike) -> dict[str, Any]:
+    """The `shipped.json` of a shipped checkpoint directory."""
+    return json.loads((Path(path) / SHIPPED_FILE).read_text())
