@@ -111,6 +111,16 @@ def test_config_json_carries_kind_version_and_exact_splits(run):
     assert RunConfig.from_dict(data).differences(run.config) == []
 
 
+def test_only_a_config_from_a_newer_release_warns(run, caplog):
+    data = json.loads((run.path / CONFIG_FILE).read_text())
+    with caplog.at_level("WARNING", logger="latentcode"):
+        RunConfig.from_dict({**data, "version": "0.1.0"})  # older files load through the migrations, quietly
+        assert not caplog.records
+        RunConfig.from_dict({**data, "version": "99.0.0"})
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert "written by latentcode 99.0.0" in caplog.text and "upgrade latentcode" in caplog.text
+
+
 def test_optimizer_and_rng_state_round_trip(run, tmp_path):
     model = Transformer(run.config.model)
     opt = build_optimizer(model, run.config.train, torch.device("cpu"))

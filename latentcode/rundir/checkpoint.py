@@ -47,6 +47,16 @@ logger = logging.getLogger(__name__)
 
 
 # ------------------------------------------------------------------------------------------------------- configs
+
+
+def _version_key(version: Any) -> tuple[int, ...]:
+    """"0.2.0" -> (0, 2, 0); anything unparsable sorts first (treated as old)."""
+    try:
+        return tuple(int(part) for part in str(version).split("+")[0].split("."))
+    except ValueError:
+        return ()
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunConfig:
     """Everything that defines a run: the model, the task (with its exact splits) and the training config."""
@@ -80,8 +90,14 @@ class RunConfig:
         missing = [k for k in ("model", "task", "train") if k not in data]
         if missing:
             raise CheckpointError(f"{source} lacks section(s) {missing}; it was not written by latentcode")
-        if data.get("version") != __version__:
-            logger.warning("%s was written by latentcode %s; this is %s", source, data.get("version"), __version__)
+        written = data.get("version")
+        if written != __version__:
+            # older files load through the documented migrations (fields they lack take their old behaviour);
+            # only a newer writer may have used settings this version cannot know
+            newer = _version_key(written) > _version_key(__version__)
+            (logger.warning if newer else logger.debug)(
+                "%s was written by latentcode %s; this is %s%s", source, written, __version__,
+                " (upgrade latentcode to read every setting it may use)" if newer else "")
         try:
             return cls(
                 model=ModelConfig.from_dict(data["model"]),
