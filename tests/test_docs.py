@@ -663,3 +663,7 @@ def test_the_readme_claim_about_the_seeds_holds_for_the_committed_demo():
                         for r in rows if r["variant"] == variant] for variant in ("linear", "softmax")}
     assert margin["linear"] and all(m > 0 for m in margin["linear"])
     assert margin["softmax"] and all(m <= 0 for m in margin["softmax"])
+    assert "HYLA's beat it only in the seed whose first layer is\nlive" in text
+    hyla = [(r["live_fraction"][0] > 0, r["term_f1_ood_last"] > max(r["always_present_f1_ood"], r["input_only_f1_ood"]))
+            for r in rows if r["variant"] == "hyla"]
+    assert hyla and all(live == beats for live, beats in hyla)
