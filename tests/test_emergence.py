@@ -128,11 +128,15 @@ def test_update_adds_only_the_new_snapshots_of_a_run_still_training(snap_run, tm
     assert main(["emergence", str(snap_run.path), "--out", str(out), "--n", "64", "--steps", "30"]) == 0
     first = read_emergence(out / "emergence.csv")
     assert {r.step for r in first} == {30}
-    assert main(["emergence", str(snap_run.path), "--out", str(out), "--n", "64", "--update"]) == 0
+    assert main(["emergence", str(snap_run.path), "--out", str(out), "--n-samples", "64", "--update"]) == 0
     assert "1 new snapshot(s)" in capsys.readouterr().out
     rows = read_emergence(out / "emergence.csv")
     assert [r.step for r in rows] == [30] * 3 + [60] * 3
     assert [r.decoding for r in rows[:3]] == [r.decoding for r in first]  # the old rows are kept, not recomputed
     assert len(json.loads((out / "emergence.json").read_text())["commands"]) == 2
     assert main(["emergence", str(snap_run.path), "--out", str(out), "--n", "128", "--update"]) != 0
-    assert "same --n" in capsys.readouterr().err
+    assert "made with --n-samples 64; update it with the same --n-samples" in capsys.readouterr().err
+    # argparse's usage error, before any snapshot is read
+    assert main(["emergence", str(snap_run.path), "--out", str(tmp_path / "other"), "--steps", "30,thirty"]) == 2
+    assert "'30,thirty' is not a comma-separated list of integers" in capsys.readouterr().err
+    assert not (tmp_path / "other").exists()

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from latentcode.cli.util import _echo, _subparser
+from latentcode.cli.util import _csv, _echo, _int_csv, _subparser
 
 __all__ = ["COMMANDS"]
 
@@ -34,20 +34,6 @@ def _constant_codes_as_log_lines(command: Callable[[argparse.Namespace], int]) -
             return command(args)
 
     return run
-
-
-def _csv(text: str) -> list[str]:
-    items = [part.strip() for part in text.split(",") if part.strip()]
-    if not items:
-        raise argparse.ArgumentTypeError(f"{text!r} names nothing; give comma-separated names")
-    return items
-
-
-def _int_csv(text: str) -> list[int]:
-    try:
-        return [int(part) for part in _csv(text)]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
 
 
 def _add_positions(parser: argparse.ArgumentParser) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from latentcode.cli.util import _echo, _subparser
+from latentcode.cli.util import _echo, _int_csv, _subparser
 
 __all__ = ["COMMANDS"]
 
@@ -142,12 +142,13 @@ def _add_emergence_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("run", metavar="RUN", type=Path, help="a run directory with snapshots/")
     parser.add_argument("--out", metavar="DIR", type=Path, required=True, help="folder for the table and figure")
-    parser.add_argument("--n", dest="n_samples", type=int, default=4096, metavar="N",
-                        help="instances per split read at each snapshot (default: 4096)")
-    parser.add_argument("--steps", type=lambda s: [int(x) for x in s.split(",") if x],
+    parser.add_argument("--n-samples", "--n", dest="n_samples", type=int, default=4096, metavar="N",
+                        help="instances per split read at each snapshot (default: 4096, twice extract's and decode's "
+                        "2048, for more held-out rows per rule; --n is the short spelling)")
+    parser.add_argument("--steps", type=_int_csv,
                         help="only these snapshot steps, comma-separated (default: every snapshot)")
     parser.add_argument("--update", action="store_true",
-                        help="add the snapshots that --out's emergence.csv lacks (same --n) and redraw the figure, "
+                        help="add the snapshots that --out's emergence.csv lacks (same --n-samples) and redraw the figure, "
                         "instead of refusing an --out that holds a table: for runs still training")
     return parser
 
@@ -160,7 +161,7 @@ def _cmd_emergence(args: argparse.Namespace) -> int:
     from probes.figures import emergence_figure, save_figure
 
     if args.n_samples <= 0:
-        raise ValueError(f"--n {args.n_samples} must be a positive number of instances")
+        raise ValueError(f"--n-samples {args.n_samples} must be a positive number of instances")
     if not list_snapshots(args.run):
         raise ValueError(f"{args.run} has no snapshots/step-*/ folders; train it with --train.snapshots=true")
     table = args.out / "emergence.csv"
@@ -172,7 +173,8 @@ def _cmd_emergence(args: argparse.Namespace) -> int:
 
         meta = json.loads(table.with_suffix(".json").read_text())
         if meta.get("n_samples") != args.n_samples:
-            raise ValueError(f"{table} was made with --n {meta.get('n_samples')}; update it with the same --n")
+            raise ValueError(f"{table} was made with --n-samples {meta.get('n_samples')}; update it with the same "
+                             "--n-samples (or write a new table to another --out)")
         previous = read_emergence(table)
         meta.setdefault("commands", [meta.pop("command")] if "command" in meta else [])
     else:
@@ -188,7 +190,7 @@ def _cmd_emergence(args: argparse.Namespace) -> int:
     new_steps = [step for step in wanted if step not in done]
     rows = rule_emergence(args.run, n_samples=args.n_samples, steps=new_steps) if new_steps else []
     rows = sorted([*previous, *rows], key=lambda r: r.step)  # each step's layers keep their order
-    command = f"latentcode emergence {args.run} --out {args.out} --n {args.n_samples}" + (
+    command = f"latentcode emergence {args.run} --out {args.out} --n-samples {args.n_samples}" + (
         f" --steps {','.join(map(str, args.steps))}" if args.steps else "") + (" --update" if args.update else "")
     meta["commands"] = [*meta.get("commands", []), command]
     meta.pop("note", None)

@@ -52,3 +52,17 @@ class _TaskAction(argparse.Action):
 
     def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: str | None = None):
         setattr(namespace, self.dest, values)
+
+
+def _csv(text: str) -> list[str]:
+    items = [part.strip() for part in text.split(",") if part.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError(f"{text!r} names nothing; give comma-separated names")
+    return items
+
+
+def _int_csv(text: str) -> list[int]:
+    try:
+        return [int(part) for part in _csv(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
