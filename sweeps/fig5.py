@@ -58,10 +58,33 @@ def _latentcode(args: list[str], commands: dict[str, str], key: str) -> str:
     """Run `latentcode ARGS` from the repository root, record the command under `key`, return its stdout."""
     commands[key] = "latentcode " + shlex.join(args)
     print(f"$ {commands[key]}", flush=True)
-    done = subprocess.run([sys.executable, "-P", "-m", "latentcode", *args], cwd=ROOT, check=True,
-                          capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-P", "-m", "latentcode", *args], cwd=ROOT, capture_output=True,
+                          text=True)
     sys.stdout.write(done.stdout)
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr)
+        raise SystemExit(f"`{commands[key]}` failed (exit status {done.returncode}); its error is above")
     return done.stdout
+
+
+def _weights_step(run: Path) -> int:
+    """The training step of a run's or snapshot's model.safetensors (its metadata; the header alone is read)."""
+    path = run / "model.safetensors"
+    if not path.is_file():
+        raise SystemExit(f"{run} has no model.safetensors; give a run directory or RUN/snapshots/step-N")
+    with path.open("rb") as f:
+        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    step = header.get("__metadata__", {}).get("step")
+    if step is None or not str(step).isdigit():
+        raise SystemExit(f"{path} records no training step; name the results with --name")
+    return int(step)
+
+
+def results_name(run: Path) -> str:
+    """`RUN-stepNNNNNN` for a run directory or one of its snapshots (RUN/snapshots/step-N): the step of the weights
+    read, so a run still training never reuses an older step's analysis and the tables (`latest`) find it."""
+    base = run.parent.parent if run.parent.name == "snapshots" else run
+    return f"{base.name}-step{_weights_step(run):06d}"
 
 
 def _step_metrics(run: Path, step: int) -> dict[str, float]:
@@ -84,7 +107,7 @@ def _step_metrics(run: Path, step: int) -> dict[str, float]:
 
 def _write_csv(path: Path, rows: list[dict]) -> None:
     with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)
 
@@ -169,8 +192,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if config["task"]["name"] != "sraven":
         raise SystemExit(f"{run} is a {config['task']['name']} run; Fig. 5 is SRAVEN's")
     variant, steps = config["model"]["variant"], int(config["train"]["steps"])
-    name = args.name or (run.parent.parent.name + "-" + run.name.replace("-", "") if run.parent.name == "snapshots"
-                         else run.name)
+    name = args.name or results_name(run)
     analysis, results = ROOT / ANALYSES / name, ROOT / RESULTS / name
     results.mkdir(parents=True, exist_ok=True)
     commands: dict[str, str] = {}
@@ -263,9 +285,10 @@ def table_snapshots(base: str, names: list[str]) -> list[str]:
         s = json.loads((folder / "fig5.json").read_text())
         live = s["model"].get("value_live_fraction")
         live = ", ".join(f"{v:.1%}" for v in live) if live else "n/a"
-        acc = s["model"].get("ood_acc")
+        acc, paper = s["model"].get("ood_acc"), s["paper_ood_acc"]
         lines.append(f"| {name} | {s['label']} | `{_rel(folder)}` | "
-                     f"{_f(acc * 100 if acc is not None else None, 1)}% | {_f(s['paper_ood_acc'], 1)}% | {live} |")
+                     f"{_f(acc * 100, 1) + '%' if acc is not None else 'n/a'} | "
+                     f"{_f(paper, 1) + '%' if paper is not None else 'n/a'} | {live} |")
     return lines
 
 
@@ -343,6 +366,8 @@ def _similarity_rank(folder: Path, layer: str, centered: bool) -> tuple[float, i
 def table_claims(base: str, names: list[str]) -> list[str]:
     """The paper's Fig. 5 claims, each checked by a stated criterion on each model's committed results."""
     models = _models(base, names)
+    if not models:
+        return ["| paper's claim | result |", "|---|---|", f"| every claim | no results for {', '.join(names)} yet |"]
     claims = [
         ("5A/B: final-layer codes cluster by rule", "k-means (k = 8) AMI with the rule, last layer, every row; "
          "chance = 0; yes if ≥ 0.3"),
@@ -385,7 +410,10 @@ def table_claims(base: str, names: list[str]) -> list[str]:
         cells[5].append(f"{'yes' if selectivity > 0.05 else 'no'} ({selectivity:+.3f})")
         row = {r["layer"]: r for r in _csv(folder / "rule_transfer_ood.csv")}["all"]
         transfer, control = float(row["transfer"]), float(row.get("control") or "nan")
-        cells[6].append(f"{'yes' if transfer - control > 0.1 else 'no'} ({transfer:.3f}, control {control:.3f})")
+        if math.isnan(control):  # results written before the control: no verdict without it
+            cells[6].append(f"n/a ({transfer:.3f}; no control in these results: run them again)")
+        else:
+            cells[6].append(f"{'yes' if transfer - control > 0.1 else 'no'} ({transfer:.3f}, control {control:.3f})")
     for (claim, criterion), row in zip(claims, cells, strict=True):
         lines.append(f"| {claim} | {criterion} | " + " | ".join(row) + " |")
     return lines
@@ -405,7 +433,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="every Fig. 5 analysis of one SRAVEN run or snapshot")
     run.add_argument("run", help="run directory or snapshot (RUN/snapshots/step-N)")
-    run.add_argument("--name", help="folder name under runs/fig5 and results/fig5 (default: RUN[-stepN])")
+    run.add_argument("--name", help="folder name under runs/fig5 and results/fig5 (default: RUN-stepNNNNNN, the step "
+                     "of the weights read, so a run still training never reuses an older step's analysis)")
     run.add_argument("--no-umap", action="store_true", help="skip the per-layer UMAPs (the slow part)")
     run.add_argument("--force", action="store_true", help="decode and transfer again even where their outputs exist")
     run.set_defaults(func=cmd_run)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -263,3 +264,52 @@ def test_the_sraven_fig5_section_is_generated_from_the_committed_results():
         ood = json.loads((folder / "decode.json").read_text())["headline"]["accuracy"]["ood"]
         for layer, accuracy in zip(ood["layers"], ood["codes"], strict=True):  # read back, not recomputed
             assert f"| {layer} | {accuracy:.3f} | 0.125 |" in decoded, (folder.name, layer)
+
+
+def _fig5_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fig5", ROOT / "sweeps" / "fig5.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_fig5_names_its_results_by_the_step_of_the_weights_it_reads(tmp_path):
+    """A run directory and a snapshot both get `RUN-stepNNNNNN`, the step in the weights' metadata: the tables find
+    only such folders, and a run still training must not reuse the analysis of an older step."""
+    import torch
+    from safetensors.torch import save_file
+
+    fig5 = _fig5_script()
+    run = tmp_path / "sraven-hyla-s0"
+    snapshot = run / "snapshots" / "step-010000"
+    snapshot.mkdir(parents=True)
+    save_file({"w": torch.zeros(1)}, run / "model.safetensors", metadata={"step": "23040"})
+    save_file({"w": torch.zeros(1)}, snapshot / "model.safetensors", metadata={"step": "10000"})
+    assert fig5.results_name(run) == "sraven-hyla-s0-step023040"
+    assert fig5.results_name(snapshot) == "sraven-hyla-s0-step010000"
+    save_file({"w": torch.zeros(1)}, run / "model.safetensors")
+    with pytest.raises(SystemExit, match="records no training step; name the results with --name"):
+        fig5.results_name(run)
+    with pytest.raises(SystemExit, match="has no model.safetensors"):
+        fig5.results_name(tmp_path)
+
+
+def test_fig5_claims_give_no_verdict_without_results_or_without_a_transfer_control(tmp_path):
+    fig5 = _fig5_script()
+    assert fig5.table_claims(str(tmp_path), ["sraven-x-s0"])[-1] == "| every claim | no results for sraven-x-s0 yet |"
+    source = fig5.latest("results/fig5", "sraven-softmax-s0")
+    if source is None:
+        pytest.skip("no committed Fig. 5 results (not a clone)")
+    copy = tmp_path / "results" / source.name
+    shutil.copytree(source, copy)
+    rows = (copy / "rule_transfer_ood.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    keep = [i for i, name in enumerate(header) if name != "control"]
+    (copy / "rule_transfer_ood.csv").write_text(
+        "\n".join(",".join(row.split(",")[i] for i in keep) for row in rows) + "\n")
+    claims = fig5.table_claims(str(copy.parent), ["sraven-softmax-s0"])
+    transfer = next(line for line in claims if line.startswith("| Rule transfer"))
+    assert transfer.endswith("; no control in these results: run them again) |"), transfer
+    assert "| n/a (" in transfer
