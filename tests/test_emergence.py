@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 
 import numpy as np
 import pytest
@@ -134,6 +135,11 @@ def test_update_adds_only_the_new_snapshots_of_a_run_still_training(snap_run, tm
     assert [r.step for r in rows] == [30] * 3 + [60] * 3
     assert [r.decoding for r in rows[:3]] == [r.decoding for r in first]  # the old rows are kept, not recomputed
     assert len(json.loads((out / "emergence.json").read_text())["commands"]) == 2
+    other = tmp_path / "other-run"
+    shutil.copytree(snap_run.path, other)
+    assert main(["emergence", str(other), "--out", str(out), "--n", "64", "--update"]) != 0
+    assert f"holds the emergence of run {snap_run.path}, not of {other}" in capsys.readouterr().err
+    assert [r.step for r in read_emergence(out / "emergence.csv")] == [30] * 3 + [60] * 3  # untouched
     assert main(["emergence", str(snap_run.path), "--out", str(out), "--n", "128", "--update"]) != 0
     assert "made with --n-samples 64; update it with the same --n-samples" in capsys.readouterr().err
     # argparse's usage error, before any snapshot is read

@@ -128,6 +128,22 @@ def _cmd_pretrained(args: argparse.Namespace) -> int:
     return 0
 
 
+def _shown(path: Path) -> str:
+    """A path as a recorded command shows it: relative to the working directory when inside it, so the record
+    does not name this machine's folders."""
+    resolved = path.resolve()
+    return str(resolved.relative_to(Path.cwd())) if resolved.is_relative_to(Path.cwd()) else str(path)
+
+
+def _same_run(recorded: str | None, run: Path) -> bool:
+    """Whether the run an emergence table records is `run`: the same folder where the recorded path exists here,
+    else (a table made on another machine) a folder of the same name. A table that records no run passes."""
+    if not recorded:
+        return True
+    path = Path(recorded)
+    return path.resolve() == run.resolve() if path.exists() else path.name == run.resolve().name
+
+
 def _add_emergence_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = _subparser(
         subparsers,
@@ -166,12 +182,15 @@ def _cmd_emergence(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.run} has no snapshots/step-*/ folders; train it with --train.snapshots=true")
     table = args.out / "emergence.csv"
     previous: list[Any] = []
-    meta: dict[str, Any] = {"run": str(args.run), "n_samples": args.n_samples, "commands": [],
+    meta: dict[str, Any] = {"run": _shown(args.run), "n_samples": args.n_samples, "commands": [],
                             "reading": "the task's paper reading (spec §4.1); SRAVEN instances unpermuted"}
     if args.update and table.is_file():
         from latentcode.pipelines.emergence import read_emergence
 
         meta = json.loads(table.with_suffix(".json").read_text())
+        if not _same_run(meta.get("run"), args.run):
+            raise ValueError(f"{table} holds the emergence of run {meta.get('run')}, not of {args.run}; write this "
+                             "run's table to another --out")
         if meta.get("n_samples") != args.n_samples:
             raise ValueError(f"{table} was made with --n-samples {meta.get('n_samples')}; update it with the same "
                              "--n-samples (or write a new table to another --out)")
@@ -190,7 +209,7 @@ def _cmd_emergence(args: argparse.Namespace) -> int:
     new_steps = [step for step in wanted if step not in done]
     rows = rule_emergence(args.run, n_samples=args.n_samples, steps=new_steps) if new_steps else []
     rows = sorted([*previous, *rows], key=lambda r: r.step)  # each step's layers keep their order
-    command = f"latentcode emergence {args.run} --out {args.out} --n-samples {args.n_samples}" + (
+    command = f"latentcode emergence {_shown(args.run)} --out {_shown(args.out)} --n-samples {args.n_samples}" + (
         f" --steps {','.join(map(str, args.steps))}" if args.steps else "") + (" --update" if args.update else "")
     meta["commands"] = [*meta.get("commands", []), command]
     meta.pop("note", None)
