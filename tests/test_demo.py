@@ -181,9 +181,14 @@ def test_unknown_seeds_are_refused_before_anything_is_copied(shipped, tmp_path, 
     assert not (tmp_path / "d").exists()
 
 
-def test_seeds_with_train_are_refused(tmp_path):
-    with pytest.raises(ValueError, match="with train=True pass seed= instead"):
+def test_seeds_with_train_are_refused_naming_the_flags_too(tmp_path, capsys):
+    with pytest.raises(ValueError, match=r"CLI: --train\) with another seed, pass seed= \(CLI: --seed\) instead"):
         lc.demo(tmp_path / "d", train=True, seeds=[0, 1])
+    from latentcode.cli import main
+
+    assert main(["demo", "--out", str(tmp_path / "d"), "--train", "--seeds", "1"]) != 0
+    assert "seeds=[1] (CLI: --seeds) selects shipped checkpoints" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()
 
 
 # --------------------------------------------------------------------------------------------- broken folders

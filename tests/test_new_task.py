@@ -53,10 +53,11 @@ class ToySum(lc.CompositionalTask):
     name: ClassVar[str] = NAME
     splits: ClassVar[tuple[str, ...]] = ("train", "test", "ood")
     metric_name: ClassVar[str] = "r2"
-    presets: ClassVar[lc.TaskPresets] = lc.TaskPresets(
-        train={"tiny": dict(steps=12, batch_size=16, warmup=2, eval_every=6, eval_samples=32, log_every=3,
-                            checkpoint_every=6)},
-        model={"tiny": dict(d_model=16, n_heads=2, d_qk=8, d_v=8, d_mlp=16, n_layers=2, attn_dropout=0.0)},
+    presets: ClassVar[lc.TaskPresets] = lc.TaskPresets(  # "toy": a preset name no built-in task has
+        train={name: dict(steps=12, batch_size=16, warmup=2, eval_every=6, eval_samples=32, log_every=3,
+                          checkpoint_every=6) for name in ("tiny", "toy")},
+        model={name: dict(d_model=16, n_heads=2, d_qk=8, d_v=8, d_mlp=16, n_layers=2, attn_dropout=0.0)
+               for name in ("tiny", "toy")},
     )
     code_reading: ClassVar[lc.CodeReading] = lc.CodeReading(
         inputs=(lc.InputChoice("uniform", {}, "every x drawn at random, as in training"),),
@@ -170,6 +171,19 @@ def test_registration_is_checked_and_undone(toy_task):
         lc.model_config(NAME, "hyla", "tiny", width=2)
 
 
+def test_a_declared_position_needs_its_own_code_positions(toy_task):
+    """The inherited `code_positions` places only the default reading; a further declared name is refused, not
+    silently read at the default positions under another name."""
+    task = lc.get_task(NAME)
+    inherited = lc.CompositionalTask.code_positions
+    paper = inherited(task, "paper")
+    assert paper.query.tolist() == paper.key.tolist() == [[task.seq_len - 1]]
+    with pytest.raises(ValueError, match="declares the positions 'first_example' but does not say where they are: "
+                                         "override ToySum.code_positions"):
+        inherited(task, "first_example")
+    assert task.code_positions("first_example").key.tolist() == [[0]]  # the override places it
+
+
 def test_the_pipeline_through_the_public_api(toy_task, tmp_path):
     torch.manual_seed(0)
     task = lc.get_task(NAME, seed=3)
@@ -227,7 +241,9 @@ def test_the_pipeline_through_the_public_api(toy_task, tmp_path):
 
 def test_the_pipeline_through_the_command_line(toy_task, tmp_path, capsys):
     run_dir = str(tmp_path / "cli-run")
-    assert main(["train", NAME, "--model", "softmax", "--preset", "tiny", "--out", run_dir, "--no-progress"]) == 0
+    assert main(["train", NAME, "--model", "softmax", "--preset", "huge", "--out", run_dir, "--no-progress"]) == 2
+    assert "unknown preset 'huge'; valid presets: tiny, toy" in capsys.readouterr().err
+    assert main(["train", NAME, "--model", "softmax", "--preset", "toy", "--out", run_dir, "--no-progress"]) == 0
     assert lc.load_run(run_dir).step == 12
     assert main(["extract", run_dir, "--n-samples", "16", "--no-progress"]) == 0
     assert main(["decode", run_dir, "--no-progress"]) == 0

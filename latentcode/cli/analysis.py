@@ -266,8 +266,9 @@ def _add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help=f"training steps per model (default: {DEMO_SETTINGS['steps']})")
     parser.add_argument("--variants", type=_csv, default=["softmax", "linear", "hyla"],
                         help="comma-separated variants (default: softmax,linear,hyla)")
-    parser.add_argument("--preset", default=DEMO_SETTINGS["preset"], choices=("tiny", "small", "paper"),
-                        help=f"model preset (default: {DEMO_SETTINGS['preset']}; tiny is a seconds-long smoke test)")
+    parser.add_argument("--preset", default=DEMO_SETTINGS["preset"], metavar="PRESET",
+                        help=f"model preset with --train, one of the task's: tiny, small, paper for the built-in "
+                        f"tasks (default: {DEMO_SETTINGS['preset']}; tiny is a seconds-long smoke test)")
     parser.add_argument("--n-samples", "--n", dest="n_samples", type=int, default=DEMO_SETTINGS["n_samples"],
                         help=f"instances per split whose codes are probed (default: {DEMO_SETTINGS['n_samples']}; "
                              "--n is the old spelling)")

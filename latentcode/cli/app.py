@@ -105,7 +105,8 @@ def _add_train_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("task", metavar="TASK", action=_TaskAction)
     parser.add_argument("--model", required=True, metavar="VARIANT", help=f"variant: {', '.join(VARIANTS)}")
     parser.add_argument("--preset", default="paper", metavar="PRESET",
-                        help=f"model and training sizes: {', '.join(PRESETS)} (default: paper)")
+                        help=f"model and training sizes, one of the task's presets: {', '.join(PRESETS)} for the "
+                        "built-in tasks (default: paper)")
     parser.add_argument("--steps", type=int, help="training steps (the learning-rate schedule spans them)")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the split (task.seed), initialisation, data and dropout (default: 0)")

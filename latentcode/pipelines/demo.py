@@ -187,13 +187,13 @@ def demo(
     from latentcode.tasks import TASKS, get_task
 
     if threads is not None and threads <= 0:
-        raise ValueError(f"threads={threads} must be a positive integer or None")
+        raise ValueError(f"threads={threads} (CLI: --threads) must be a positive integer, or None to keep torch's")
     if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples <= 0:
-        raise ValueError(f"n_samples={n_samples} must be a positive integer")
+        raise ValueError(f"n_samples={n_samples} (CLI: --n-samples) must be a positive integer")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
-        raise ValueError(f"steps={steps} must be a positive integer")
+        raise ValueError(f"steps={steps} (CLI: --steps) must be a positive integer")
     if embed_method not in ("umap", "pca"):
-        raise ValueError(f"embed_method={embed_method!r} is not one of umap, pca")
+        raise ValueError(f"embed_method={embed_method!r} (CLI: --embed) is not one of umap, pca")
     if task is None:
         task = DEMO_SETTINGS["task"] if train else DEMO_PRETRAINED_TASK
     if task not in TASKS:
@@ -201,9 +201,11 @@ def demo(
     TASKS[task].code_reading.choice(inputs, f"task {task!r}")  # checked before anything is copied or trained
     if seeds is not None:
         if train:
-            raise ValueError(f"seeds={list(seeds)} selects shipped checkpoints; with train=True pass seed= instead")
+            raise ValueError(f"seeds={list(seeds)} (CLI: --seeds) selects shipped checkpoints; to train (train=True, "
+                             "CLI: --train) with another seed, pass seed= (CLI: --seed) instead")
         if not seeds or any(isinstance(s, bool) or not isinstance(s, int) for s in seeds):
-            raise ValueError(f"seeds={list(seeds)} must be a non-empty list of integers (or None: every shipped seed)")
+            raise ValueError(f"seeds={list(seeds)} (CLI: --seeds) must be a non-empty list of integers (or None: every "
+                             "shipped seed)")
     previous = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)

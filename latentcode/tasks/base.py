@@ -289,12 +289,16 @@ class CompositionalTask:
         return self._comps[split].copy()
 
     def code_positions(self, name: str) -> PositionSpec:
-        """Named positions: 'paper' is the last (query) token attending to itself (spec §4.1, fuzzy logic).
+        """Named positions: the default one (`code_reading.positions[0]`, 'paper') is the last (query) token
+        attending to itself (spec §4.1, fuzzy logic). A task that declares more names overrides this method.
 
         Raises:
-            ValueError: a name the task does not define.
+            ValueError: a name the task does not declare, or one it declares without overriding this method.
         """
         check_positions(name, self.code_reading.positions, self.name)  # type: ignore[attr-defined]
+        if name != self.code_reading.positions[0]:  # type: ignore[attr-defined]
+            raise ValueError(f"task {self.name!r} declares the positions {name!r} but does not say where they are: "  # type: ignore[attr-defined]
+                             f"override {type(self).__name__}.code_positions to return a PositionSpec for {name!r}")
         last = np.array([[int(self.seq_len) - 1]], dtype=np.int64)  # type: ignore[attr-defined]
         return PositionSpec(name, last, last.copy())
 
