@@ -4,8 +4,9 @@ them.
 
     python sweeps/cpu_campaign.py status              # every run: step, finished, running, stashed
     python sweeps/cpu_campaign.py start --lanes 2     # restore stashed runs, then train the queue in the background
-    python sweeps/cpu_campaign.py stash               # checkpoint the running trainings, copy their resume state
-                                                      # to checkpoints/in-progress/<run>/ (then `git add` it)
+    python sweeps/cpu_campaign.py stash               # stop the trainings (each checkpoints), copy their resume
+                                                      # state to checkpoints/in-progress/<run>/ (then `git add` it)
+    python sweeps/cpu_campaign.py stash --restart 2   # the same mid-session: then start 2 lanes again at once
 
 Each lane takes the first run of `QUEUE` that is neither finished nor taken by another lane (a lock file in the
 directory beside the runs), and trains it with exactly the command `latentcode sweep sweeps/table_a1_sraven.yaml` would run
@@ -185,11 +186,20 @@ def main() -> None:
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("status")
     sub.add_parser("lane")
-    sub.add_parser("stash")
+    p = sub.add_parser("stash", help="stop the trainings and copy their resume state (they stay stopped)")
+    p.add_argument("--restart", type=int, metavar="LANES", default=0,
+                   help="start this many lanes again once the state is copied (a mid-session stash)")
     p = sub.add_parser("start")
     p.add_argument("--lanes", type=int, default=2)
     args = parser.parse_args()
-    {"status": status, "lane": lane, "stash": stash, "start": lambda: start(args.lanes)}[args.cmd]()
+    if args.cmd == "stash":
+        stash()
+        if args.restart:
+            start(args.restart)
+        else:
+            print("the trainings are stopped; `start --lanes 2` (or `stash --restart 2` next time) resumes them")
+        return
+    {"status": status, "lane": lane, "start": lambda: start(args.lanes)}[args.cmd]()
 
 
 if __name__ == "__main__":
