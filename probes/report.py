@@ -30,6 +30,7 @@ from probes.figures import (
     code_heatmap_figure,
     decoding_figure,
     embedding_figure,
+    emergence_figure,
     similarity_figure,
     term_f1_figure,
     training_curves_figure,
@@ -38,7 +39,7 @@ from probes.figures import (
 from probes.run_analysis import RunAnalysis, RunInput, analyse_run, summary_rows
 from probes.tables import NA, UNDEFINED
 
-__all__ = ["REPORT_FILE", "SECTIONS", "SUMMARY_FILE", "Report", "RunAnalysis", "RunInput", "analyse_run",
+__all__ = ["EMERGENCE_SECTION", "REPORT_FILE", "SECTIONS", "SUMMARY_FILE", "Report", "RunAnalysis", "RunInput", "analyse_run",
            "build_report"]
 
 logger = logging.getLogger(__name__)
@@ -54,7 +55,9 @@ SECTIONS = (
     "UMAP",
     "Code heatmaps",
 )
-"""Section titles of the report, in order ("UMAP" reads "PCA" when the report embeds with PCA)."""
+"""Section titles of the report, in order ("UMAP" reads "PCA" when the report embeds with PCA). When a run comes with
+a rule-emergence table, `EMERGENCE_SECTION` follows "Training curves"."""
+EMERGENCE_SECTION = "Rule codes over training"
 
 
 @dataclass(frozen=True)
@@ -210,7 +213,11 @@ def build_report(
         for name, run in tqdm(runs.items(), desc="report", disable=None if progress is None else not progress)
     }
     page = _Page()
-    sections = [s if s != "UMAP" else embed_method.upper() for s in SECTIONS]
+    shown = {s: s if s != "UMAP" else embed_method.upper() for s in SECTIONS}  # the title each section shows
+    sections = list(shown.values())
+    with_emergence = {name: run.emergence for name, run in runs.items() if run.emergence}
+    if with_emergence:
+        sections.insert(sections.index("Training curves") + 1, EMERGENCE_SECTION)
     page.add(f"<h1>{html.escape(title)}</h1>")
     page.add(
         "<nav>"
@@ -224,7 +231,7 @@ def build_report(
             [f"{name}: {spread.message()}" for name, spread in flat.items()],
         )
 
-    page.heading(sections[0])
+    page.heading(shown["Summary"])
     page.table(["", *runs], summary_rows(analyses))
     grouped: dict[str, list[float]] = {}
     for name, a in analyses.items():
@@ -234,7 +241,7 @@ def build_report(
     if len(grouped) > 1:
         page.figure(variant_figure(grouped, metric="final OOD metric", title="Final OOD metric by variant"))
 
-    page.heading(sections[1])
+    page.heading(shown["Training curves"])
     with_metrics = {name: run.metrics for name, run in runs.items() if run.metrics}
     if with_metrics:
         try:
@@ -245,7 +252,25 @@ def build_report(
     else:
         page.note("No training metrics given (metrics.jsonl rows).")
 
-    page.heading(sections[2])
+    if with_emergence:
+        page.heading(EMERGENCE_SECTION)
+        page.note(
+            "When do rule codes appear? For each snapshot of the run, a linear probe fit on the codes of training "
+            "rule combinations decodes the rule of held-out ones (Fig. 5F), beside the input-only control, the "
+            "majority and chance floors, control-task selectivity and the model's own held-out accuracy at that "
+            "step (`latentcode emergence RUN`)."
+        )
+        for name, rows in with_emergence.items():
+            page.add(f"<h4>{html.escape(name)}</h4>")
+            try:
+                figure = emergence_figure(rows, title=f"{name}: rule decoding over training")
+            except ValueError as err:
+                page.note(f"{name}: {err}")
+                continue
+            page.figure(figure)
+            page.pre(figure.table())
+
+    page.heading(shown["Decoding per layer"])
     page.note(
         "Linear probes (standardize + logistic regression) fit on train-split codes, scored on held-out "
         "splits, each beside the floors a decoder that ignores the codes reaches on the same rows: chance = "
@@ -270,7 +295,7 @@ def build_report(
                 split = "ood" if "ood" in result.terms.f1 else next(iter(result.terms.f1))
                 page.figure(term_f1_figure(result.terms, split=split))
 
-    page.heading(sections[3])
+    page.heading(shown["Clustering"])
     for name, a in analyses.items():
         if not _no_codes(page, a, "clustering"):
             page.add(f"<h4>{html.escape(name)}</h4>")
@@ -286,7 +311,7 @@ def build_report(
                     )
                 )
 
-    page.heading(sections[4])
+    page.heading(shown["Rule similarity"])
     for name, a in analyses.items():
         if not _no_codes(page, a, "similarity"):
             page.add(f"<h4>{html.escape(name)}</h4>")
@@ -298,13 +323,13 @@ def build_report(
                 )
             )
 
-    page.heading(sections[5])
+    page.heading(shown["UMAP"])
     for name, a in analyses.items():
         if not _no_codes(page, a, "embedding"):
             page.add(f"<h4>{html.escape(name)}</h4>")
             page.figure(embedding_figure(a.embedding))
 
-    page.heading(sections[6])
+    page.heading(shown["Code heatmaps"])
     for name, a in analyses.items():
         if not _no_codes(page, a, "heatmaps"):
             page.add(f"<h4>{html.escape(name)}</h4>")

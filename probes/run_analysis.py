@@ -39,6 +39,8 @@ class RunInput:
         metrics: rows of the run's metrics.jsonl ({"step", "split", "loss", "acc" | "r2", "lr", ...}).
         summary: final metrics, e.g. {"test_acc": 0.97, "ood_acc": 0.61}.
         variant: model variant (softmax, linear, hyla, ...), used to group runs in the comparison.
+        emergence: rows of the run's rule-emergence table (`latentcode emergence`: `EmergenceRow`s or mappings
+            with its columns); when given, the report shows rule decoding over training.
     """
 
     name: str
@@ -46,6 +48,7 @@ class RunInput:
     metrics: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     variant: str | None = None
+    emergence: list[Any] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

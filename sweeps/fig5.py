@@ -2,6 +2,7 @@
 
     python sweeps/fig5.py run RUN [--name NAME]     # every analysis of one model; one command per model
     python sweeps/fig5.py table KIND RESULTS...     # a Markdown table from committed results (docs/gen_tables.py)
+    python sweeps/fig5.py figure NAME --out PNG     # the emergence figure of one model from its committed table
 
 `run` reads the codes at the paper's reading (spec §4.1: query = the last token, keys = the last feature of panels
 7 and 8, instances unpermuted; `latentcode extract`'s default) and writes the big outputs (codes, figures) to
@@ -419,8 +420,49 @@ def table_claims(base: str, names: list[str]) -> list[str]:
     return lines
 
 
-TABLES = {"claims": table_claims, "snapshots": table_snapshots, "decode": table_decode, "cluster": table_cluster,
+def table_emergence(base: str, names: list[str]) -> list[str]:
+    """`latentcode emergence`'s tables (BASE/NAME/emergence.csv): per snapshot, held-out rule decoding per layer
+    beside the input-only control and the majority floor, the best layer's selectivity and the model's accuracy."""
+    tables = {name: _csv(ROOT / base / name / "emergence.csv") for name in names
+              if (ROOT / base / name / "emergence.csv").is_file()}
+    layers = list(dict.fromkeys(r["layer"] for rows in tables.values() for r in rows)) or ["all"]
+    after_step = len(layers) + 4  # the columns after model and step
+    lines = ["| model | step | " + " | ".join("all layers" if x == "all" else f"layer {x}" for x in layers)
+             + " | input-only | majority | selectivity, best layer | model OOD accuracy |",
+             "|---" * (after_step + 2) + "|"]
+    for name in names:
+        if name not in tables:
+            lines.append(f"| {name} | not measured yet |" + " – |" * after_step)
+            continue
+        rows = tables[name]
+        for step in dict.fromkeys(r["step"] for r in rows):
+            cells = {r["layer"]: r for r in rows if r["step"] == step}
+            best = max(cells, key=lambda x: float(cells[x]["decoding"]))
+            first = next(iter(cells.values()))
+            lines.append(f"| {name} | {int(step):,} | " + " | ".join(_f(cells[x]["decoding"]) if x in cells else "–"
+                                                                       for x in layers)
+                         + f" | {_f(first['input_only'])} | {_f(first['majority'])} | "
+                         f"{float(cells[best]['selectivity']):+.3f} ({'all layers' if best == 'all' else 'layer ' + best})"
+                         f" | {_f(first['model_accuracy'])} |")
+    return lines
+
+
+TABLES = {"claims": table_claims, "emergence": table_emergence, "snapshots": table_snapshots, "decode": table_decode, "cluster": table_cluster,
           "similarity": table_similarity, "transfer": table_transfer}
+
+
+def cmd_figure(args: argparse.Namespace) -> int:
+    """The emergence figure of one model from its committed table (matplotlib PNG), e.g. for the docs."""
+    from probes.figures import emergence_figure, save_figure
+
+    rows = _csv(ROOT / args.base / args.name / "emergence.csv")
+    steps = sorted({int(r["step"]) for r in rows})
+    figure = emergence_figure(rows, title=f"When do rule codes appear? {args.name}, steps {steps[0]:,}–{steps[-1]:,} "
+                                          "of 156,250 (held-out rule combinations)")
+    out = Path(args.out)
+    save_figure(figure, out.with_suffix(""), formats=(out.suffix.lstrip(".") or "png",))
+    print(f"written: {out}")
+    return 0
 
 
 def cmd_table(args: argparse.Namespace) -> int:
@@ -444,6 +486,12 @@ def main(argv: list[str] | None = None) -> int:
                        help="folder of the results, relative to the repository root (default: results/fig5)")
     table.add_argument("names", nargs="+", help="models, e.g. sraven-softmax-s0 (their folders NAME-stepN)")
     table.set_defaults(func=cmd_table)
+    figure = sub.add_parser("figure", help="the emergence figure of one model from its committed table")
+    figure.add_argument("name", help="a model with results/emergence/NAME/emergence.csv, e.g. sraven-softmax-s0")
+    figure.add_argument("--from", dest="base", default="results/emergence",
+                        help="folder of the tables, relative to the repository root (default: results/emergence)")
+    figure.add_argument("--out", required=True, help="image file, e.g. docs/images/sraven_softmax_s0_emergence.png")
+    figure.set_defaults(func=cmd_figure)
     args = parser.parse_args(argv)
     return args.func(args)
 

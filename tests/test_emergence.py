@@ -146,3 +146,26 @@ def test_update_adds_only_the_new_snapshots_of_a_run_still_training(snap_run, tm
     assert main(["emergence", str(snap_run.path), "--out", str(tmp_path / "other"), "--steps", "30,thirty"]) == 2
     assert "'30,thirty' is not a comma-separated list of integers" in capsys.readouterr().err
     assert not (tmp_path / "other").exists()
+
+
+def test_by_default_the_table_goes_into_the_run_where_the_report_shows_it(snap_run, tmp_path, capsys):
+    from latentcode.cli import main
+    from latentcode.rundir.directory import read_manifest, remove_run_files
+
+    run = tmp_path / "hyla"
+    shutil.copytree(snap_run.path, run)
+    assert main(["emergence", str(run), "--n-samples", "64", "--steps", "30"]) == 0
+    table = run / "emergence" / "emergence.csv"
+    assert [r.step for r in read_emergence(table)] == [30, 30, 30]
+    assert {"emergence/emergence.csv", "emergence/emergence.json", "emergence/emergence.png",
+            "emergence/emergence.html"} <= set(read_manifest(run))  # latentcode's own files: --force may remove them
+    assert json.loads((run / "emergence" / "emergence.json").read_text())["commands"][0].endswith(
+        "--out " + str(run / "emergence") + " --n-samples 64 --steps 30")
+    assert main(["report", str(run), "--embed", "pca", "--no-progress"]) == 0
+    page = (run / "report.html").read_text()
+    assert ">Rule codes over training</h2>" in page and "<pre>step  layer 0  layer 1  all layers" in page
+    capsys.readouterr()
+    assert main(["emergence", "checkpoints/fuzzy_logic-hyla"]) != 0  # no snapshots there, and never written into
+    assert "has no snapshots" in capsys.readouterr().err
+    remove_run_files(run)
+    assert not (run / "emergence").exists()

@@ -249,7 +249,8 @@ def test_the_sraven_fig5_section_is_generated_from_the_committed_results():
 
     gen = _gen_tables()
     page = (ROOT / "docs" / "reproduction.md").read_text()
-    blocks = [m for m in gen.GENERATED.finditer(page) if "sweeps/fig5.py" in m["command"]]
+    blocks = [m for m in gen.GENERATED.finditer(page) if "sweeps/fig5.py" in m["command"]
+              and shlex.split(m["command"])[3] in FIG5_TABLES]
     assert {shlex.split(m["command"])[3] for m in blocks} >= FIG5_TABLES, "the Fig. 5 section lost a table"
     for block in blocks:  # every model is labelled with the step it was analysed at (the claims: in the header)
         header, _, *rows = block["body"].splitlines()
@@ -313,3 +314,28 @@ def test_fig5_claims_give_no_verdict_without_results_or_without_a_transfer_contr
     transfer = next(line for line in claims if line.startswith("| Rule transfer"))
     assert transfer.endswith("; no control in these results: run them again) |"), transfer
     assert "| n/a (" in transfer
+
+
+@pytest.mark.skipif(not (ROOT / "results" / "emergence").is_dir(), reason="no committed emergence tables (not a clone)")
+def test_the_emergence_table_in_the_docs_holds_every_committed_snapshot():
+    """Each committed emergence table's snapshots appear in docs/reproduction.md with their all-layer decoding and
+    the model's accuracy, read back from the CSV (not recomputed), so a new snapshot fails here until
+    `python docs/gen_tables.py` has run."""
+    import shlex
+
+    gen = _gen_tables()
+    page = (ROOT / "docs" / "reproduction.md").read_text()
+    [block] = [m for m in gen.GENERATED.finditer(page) if "sweeps/fig5.py table emergence" in m["command"]]
+    names = shlex.split(block["command"])[6:]
+    tables = sorted((ROOT / "results" / "emergence").glob("*/emergence.csv"))
+    assert tables and {t.parent.name for t in tables} <= set(names), "a committed table is missing from the docs"
+    body = block["body"].splitlines()
+    for table in tables:
+        with table.open() as f:
+            rows = [r for r in csv.DictReader(f) if r["layer"] == "all"]
+        shown = [line for line in body if line.startswith(f"| {table.parent.name} |")]
+        assert len(shown) == len(rows), table
+        for line, row in zip(shown, rows, strict=True):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            assert cells[1] == f"{int(row['step']):,}"
+            assert cells[6] == f"{float(row['decoding']):.3f}" and cells[-1] == f"{float(row['model_accuracy']):.3f}"

@@ -153,11 +153,13 @@ def _add_emergence_parser(subparsers: Any) -> argparse.ArgumentParser:
         "the task's paper reading, decode the rule from them (probes fit on training rule sets, scored on held-out "
         "ones), and write one table per layer and step: decoding accuracy, the input-only control, control-task "
         "selectivity, chance, majority and the model's own held-out accuracy (emergence.csv + .json), with its "
-        "figure (emergence.png, emergence.html). --out must not hold them yet.",
-        example="latentcode emergence runs/table_a1_sraven/sraven-hyla-s0 --out results/emergence/sraven-hyla-s0",
+        "figure (emergence.png, emergence.html), into RUN/emergence/ (where `latentcode report RUN` finds and shows "
+        "it) or --out. The folder must not hold them yet; --update adds new snapshots to them.",
+        example="latentcode emergence runs/table_a1_sraven/sraven-hyla-s0 --update",
     )
     parser.add_argument("run", metavar="RUN", type=Path, help="a run directory with snapshots/")
-    parser.add_argument("--out", metavar="DIR", type=Path, required=True, help="folder for the table and figure")
+    parser.add_argument("--out", metavar="DIR", type=Path,
+                        help="folder for the table and figure (default: RUN/emergence, which the report reads)")
     parser.add_argument("--n-samples", "--n", dest="n_samples", type=int, default=4096, metavar="N",
                         help="instances per split read at each snapshot (default: 4096, twice extract's and decode's "
                         "2048, for more held-out rows per rule; --n is the short spelling)")
@@ -172,7 +174,9 @@ def _add_emergence_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _cmd_emergence(args: argparse.Namespace) -> int:
     import matplotlib.pyplot as plt
 
+    from latentcode.constants import EMERGENCE_DIR, EMERGENCE_FILE
     from latentcode.pipelines.emergence import rule_emergence, write_emergence
+    from latentcode.rundir.directory import record_outputs, require_writable_run
     from latentcode.rundir.weights import list_snapshots
     from probes.figures import emergence_figure, save_figure
 
@@ -180,7 +184,10 @@ def _cmd_emergence(args: argparse.Namespace) -> int:
         raise ValueError(f"--n-samples {args.n_samples} must be a positive number of instances")
     if not list_snapshots(args.run):
         raise ValueError(f"{args.run} has no snapshots/step-*/ folders; train it with --train.snapshots=true")
-    table = args.out / "emergence.csv"
+    if args.out is None:
+        args.out = args.run / EMERGENCE_DIR
+    require_writable_run(args.out, "write an emergence table into")
+    table = args.out / EMERGENCE_FILE
     previous: list[Any] = []
     meta: dict[str, Any] = {"run": _shown(args.run), "n_samples": args.n_samples, "commands": [],
                             "reading": "the task's paper reading (spec §4.1); SRAVEN instances unpermuted"}
@@ -218,8 +225,9 @@ def _cmd_emergence(args: argparse.Namespace) -> int:
             target.unlink()
     write_emergence(rows, table, meta=meta)
     figure = emergence_figure(rows, title=f"When do rule codes appear? {args.run.name} (held-out rule combinations)")
-    save_figure(figure, args.out / "emergence", formats=("png", "html"))
+    written = save_figure(figure, args.out / "emergence", formats=("png", "html"))
     plt.close("all")
+    record_outputs(args.run, [table, table.with_suffix(".json"), *written])  # inside the run: --force may remove them
     _echo(f"wrote {table} ({len(rows)} rows, {len(new_steps)} new snapshot(s)) and its figure emergence.png / .html")
     for row in rows:
         if row.layer == "all":

@@ -67,7 +67,9 @@ def report_runs(
     Every run is read at one reading (positions plus inputs, by default each task's own, the paper's); codes
     missing at that reading are extracted first, as `decode_run` does: saved into the run, or kept in memory for a
     shipped checkpoint (never written into). The reading is in the default title and in each run's
-    `summary.json` entry (`meta.reading`, `decoding.reading`). Repeated probe warnings (`collect_probe_warnings`) are
+    `summary.json` entry (`meta.reading`, `decoding.reading`). A run with a rule-emergence table
+    (RUN/emergence/emergence.csv, which `latentcode emergence RUN` writes) gets a section on rule decoding over
+    training. Repeated probe warnings (`collect_probe_warnings`) are
     logged as one line per kind.
 
     Args:
@@ -93,6 +95,18 @@ def report_runs(
     for note in notes:
         logger.warning("report: %s", note)
     return report.path
+
+
+def _emergence_rows(run_dir: Path) -> list[Any]:
+    """The run's rule-emergence table (`latentcode emergence RUN` writes RUN/emergence/emergence.csv), or []."""
+    from latentcode.constants import EMERGENCE_DIR, EMERGENCE_FILE
+
+    table = run_dir / EMERGENCE_DIR / EMERGENCE_FILE
+    if not table.is_file():
+        return []
+    from latentcode.pipelines.emergence import read_emergence
+
+    return read_emergence(table)
 
 
 def report_with_notes(
@@ -140,7 +154,7 @@ def report_with_notes(
         if LIVE_SUMMARY not in summary and config.model.value_net == "mlp":  # a run trained before the diagnostic
             summary[LIVE_SUMMARY] = format_live_fraction(run_value_live_fraction(load_run(path)))
         run_inputs.append(RunInput(name=name, codes=codes, metrics=read_metrics(path), summary=summary,
-                                   variant=config.model.variant))
+                                   variant=config.model.variant, emergence=_emergence_rows(path)))
     if title is None:
         shown = sorted({run.codes.reading or "reading not recorded" for run in run_inputs})
         title = f"latentcode report: {', '.join(run.name for run in run_inputs)} (codes read at {'; '.join(shown)})"

@@ -18,6 +18,7 @@ from typing import Any
 from latentcode.constants import (
     CODES_DIR,
     CONFIG_FILE,
+    EMERGENCE_DIR,
     FIGURE_NAMES,
     FIGURE_SUFFIXES,
     FIGURES_DIR,
@@ -190,7 +191,7 @@ def remove_run_files(run_dir: str | os.PathLike) -> list[Path]:
 
     Removes the fixed run files (`RUN_FILES`), the files the run's manifest lists (or, for a run written before
     manifests, latentcode's known code and figure names), the weights of `snapshots/step-*/`, and `codes/`,
-    `figures/`, `interventions/` and `snapshots/` only if that leaves them empty. Anything a user put into the run stays.
+    `figures/`, `interventions/`, `emergence/` and `snapshots/` only if that leaves them empty. Anything a user put into the run stays.
 
     Returns:
         The files removed.
@@ -217,7 +218,7 @@ def remove_run_files(run_dir: str | os.PathLike) -> list[Path]:
                 removed.append(folder / name)
         if folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()
-    for name in (CODES_DIR, FIGURES_DIR, INTERVENTIONS_DIR, SNAPSHOTS_DIR):
+    for name in (CODES_DIR, FIGURES_DIR, INTERVENTIONS_DIR, EMERGENCE_DIR, SNAPSHOTS_DIR):
         folder = run_dir / name
         if folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()

@@ -63,6 +63,21 @@ class EmergenceFigure:
         left.figure.suptitle(self.title)
         return left.figure
 
+    def table(self) -> str:
+        """The figure's numbers as text: one line per step, decoding per layer beside the input-only control, the
+        floors, the best layer's selectivity and the model's own accuracy."""
+        layers = ["all layers" if layer == "all" else f"layer {layer}" for layer in self.layers]
+        header = ["step", *layers, "input-only", "majority", "chance", "selectivity (best layer)", "model OOD acc"]
+        lines = [header]
+        for j, step in enumerate(self.steps):
+            best = int(np.nanargmax(self.decoding[:, j])) if not np.all(np.isnan(self.decoding[:, j])) else 0
+            lines.append([f"{step:,}", *(f"{v:.3f}" for v in self.decoding[:, j]), f"{self.input_only[j]:.3f}",
+                          f"{self.majority:.3f}", f"{self.chance:.3f}",
+                          f"{self.selectivity[best, j]:+.3f} ({layers[best]})", f"{self.model_accuracy[j]:.3f}"])
+        widths = [max(len(row[i]) for row in lines) for i in range(len(header))]
+        return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+                         for row in lines)
+
     def plotly(self):
         """The same two panels in plotly (line traces; layers share colours across panels)."""
         import plotly.graph_objects as go

@@ -230,3 +230,29 @@ def _plotly_figures(text):
         layout, _ = decoder.raw_decode(text, text.index("{", end))
         figures[match.group(1)] = (data, layout)
     return figures
+
+
+def test_a_run_with_an_emergence_table_gets_a_section_on_rule_codes_over_training(tmp_path, make_sraven):
+    from probes.report import EMERGENCE_SECTION
+
+    def row(step, layer, decoding, control):
+        return {"step": step, "layer": layer, "decoding": decoding, "input_only": 0.39, "control_task": control,
+                "selectivity": decoding - control, "chance": 0.125, "majority": 0.39, "model_accuracy": step / 1e5}
+
+    emergence = [row(10000, "0", 0.38, 0.51), row(10000, "all", 0.66, 0.56),
+                 row(20000, "0", 0.38, 0.52), row(20000, "all", 0.75, 0.57)]
+    runs = [RunInput("softmax", make_sraven(n=300, seed=1), _metrics(0.5), {"ood_acc": 0.5}, "softmax", emergence),
+            RunInput("hyla", make_sraven(n=300, seed=2), _metrics(0.6), {"ood_acc": 0.6}, "hyla")]
+    report = build_report(runs, tmp_path / "out", embed_method="pca", max_points=200)
+    page, text = _parse(report.path)
+    expected = [s if s != "UMAP" else "PCA" for s in SECTIONS]
+    expected.insert(expected.index("Training curves") + 1, EMERGENCE_SECTION)
+    assert page.h2 == expected
+    assert f'href="#{EMERGENCE_SECTION.lower().replace(" ", "-")}"' in text  # in the navigation too
+    section = text.split(f">{EMERGENCE_SECTION}</h2>")[1].split("<h2")[0]
+    assert section.count('<div class="figure">') == 1  # the run with a table only
+    lines = html.unescape(section.split("<pre>")[1].split("</pre>")[0]).splitlines()
+    assert lines[0].split()[:4] == ["step", "layer", "0", "all"]
+    # step 20,000: decoding per layer, input-only, majority, chance, the best layer's selectivity, the model
+    assert lines[2].split() == ["20,000", "0.380", "0.750", "0.390", "0.390", "0.125", "+0.180", "(all", "layers)",
+                                "0.200"]
