@@ -259,3 +259,29 @@ def test_seed_table_cells_follow_the_na_and_undefined_convention():
     means = text.splitlines()[-2:]
     assert means[0].split("  ")[0] == "hyla" and f" {UNDEFINED} " in means[0] and f" {NA} " in means[0]
     assert "0 (n=1, no s.e.)" in means[1] and "0.600" in means[1] and "±" not in means[1]
+
+
+def test_the_demo_runs_on_shipped_sraven_checkpoints(tmp_path, monkeypatch):
+    """`latentcode demo --task sraven` on shipped SRAVEN checkpoints (tiny stand-ins here): the recorded metric per
+    seed, the rule decoded from the last layer beside chance (1/8), the majority rule and the input-only control,
+    and the headline equal to the score minus the best of those three."""
+    torch.set_num_threads(1)
+    task = lc.get_task("sraven", permute_features=False)
+    folder = tmp_path / "checkpoints"
+    for variant in ("softmax", "hyla"):
+        cfg = lc.train_config("sraven", "tiny", device="cpu")
+        run = lc.train(lc.model_config(task, variant, preset="tiny"), task, cfg, tmp_path / "runs" / variant,
+                       progress=False)
+        export_checkpoint(run.path, folder / f"sraven-{variant}", command="latentcode train sraven (tiny)")
+    monkeypatch.setenv(CHECKPOINTS_ENV, str(folder))
+    result = lc.demo(tmp_path / "out", task="sraven", variants=["softmax", "hyla"], n_samples=N_SAMPLES,
+                     embed_method="pca", progress=False)
+    assert [(r["variant"], r["seed"]) for r in result.rows] == [("softmax", 0), ("hyla", 0)]
+    for row in result.rows:
+        recorded = shipped_info(folder / f"sraven-{row['variant']}")["evaluation"]["results"]
+        assert row["ood"] == recorded["ood"]["acc"] and row["test"] == recorded["test"]["acc"]
+        assert row["chance"] == pytest.approx(1 / 8)
+        best = max(row["chance"], row["majority_ood"], row["input_only_ood"])
+        assert row["codes_minus_control"] == pytest.approx(row["decode_ood_last"] - best)
+    assert result.rows[0]["live_fraction"] is None and len(result.rows[1]["live_fraction"]) == 2  # HYLA only
+    assert "codes read at paper positions, unpermuted inputs (default)" in result.table()
