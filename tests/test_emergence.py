@@ -88,7 +88,7 @@ def test_the_command_writes_the_table_and_its_figure_and_never_overwrites(snap_r
     from latentcode.cli import main
 
     out = tmp_path / "emergence"
-    assert main(["emergence", str(snap_run.path), "--out", str(out), "--n", "64"]) == 0
+    assert main(["emergence", str(snap_run.path), "--out", str(out), "--n", "64", "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert "step      30" in printed and "step      60" in printed
     assert {p.name for p in out.iterdir()} == {"emergence.csv", "emergence.json", "emergence.png", "emergence.html"}

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from latentcode.cli.util import _csv, _echo, _int_csv, _subparser
+from latentcode.cli.util import _add_progress, _csv, _echo, _int_csv, _subparser
 
 __all__ = ["COMMANDS"]
 
@@ -71,11 +71,6 @@ def _add_inputs(parser: argparse.ArgumentParser) -> None:
 
 def _add_device(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="device for the model if codes must be extracted (default: cpu)")
-
-
-def _add_progress(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                        help="progress bars (default: only on a terminal)")
 
 
 def _add_out(parser: argparse.ArgumentParser) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from latentcode.cli.util import _echo, _int_csv, _subparser
+from latentcode.cli.util import _add_progress, _echo, _int_csv, _subparser
 
 __all__ = ["COMMANDS"]
 
@@ -168,6 +168,7 @@ def _add_emergence_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--update", action="store_true",
                         help="add the snapshots that --out's emergence.csv lacks (same --n-samples) and redraw the figure, "
                         "instead of refusing an --out that holds a table: for runs still training")
+    _add_progress(parser)
     return parser
 
 
@@ -214,7 +215,8 @@ def _cmd_emergence(args: argparse.Namespace) -> int:
     if missing:
         raise ValueError(f"no snapshot of step(s) {missing} in {args.run}")
     new_steps = [step for step in wanted if step not in done]
-    rows = rule_emergence(args.run, n_samples=args.n_samples, steps=new_steps) if new_steps else []
+    rows = rule_emergence(args.run, n_samples=args.n_samples, steps=new_steps,
+                          progress=args.progress) if new_steps else []
     rows = sorted([*previous, *rows], key=lambda r: r.step)  # each step's layers keep their order
     command = f"latentcode emergence {_shown(args.run)} --out {_shown(args.out)} --n-samples {args.n_samples}" + (
         f" --steps {','.join(map(str, args.steps))}" if args.steps else "") + (" --update" if args.update else "")
