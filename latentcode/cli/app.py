@@ -23,7 +23,7 @@ from safetensors import SafetensorError
 
 from latentcode._process import time_left
 from latentcode._version import __version__
-from latentcode.cli.util import _field_names, _subparser, _TaskAction, _wrap
+from latentcode.cli.util import _echo, _field_names, _subparser, _TaskAction, _wrap
 from latentcode.config import VARIANTS, ModelConfig, TrainConfig
 from latentcode.constants import CONFIG_FILE
 from latentcode.training.build import (  # noqa: F401 (build_* and parse_value were public here; kept importable)
@@ -158,15 +158,15 @@ def _cmd_train(args: argparse.Namespace) -> int:
     run = _with_tqdm_logging(lambda: train(mcfg, task, tcfg, out, resume=args.resume, force=args.force,
                                            progress=args.progress, time_limit=time_left(args.time_limit)))
     if distributed.env_info().is_main:
-        print(f"run: {run.path} (step {run.step}, checkpoint {run.checkpoint_hash})")
+        _echo(f"run: {run.path} (step {run.step}, checkpoint {run.checkpoint_hash})")
         if run.step < run.config.train.steps:
-            print(f"stopped by --time-limit at step {run.step} of {run.config.train.steps}; continue with --resume")
+            _echo(f"stopped by --time-limit at step {run.step} of {run.config.train.steps}; continue with --resume")
         results = _final_metrics(run)
         if results:
-            print(_metrics_table(results))
+            _echo(_metrics_table(results))
         live = (run.eval_metrics("ood") or {}).get(LIVE_KEY)
         if live and any(f is not None for f in live):
-            print(f"value network live fraction: {format_live_fraction(live)}")
+            _echo(f"value network live fraction: {format_live_fraction(live)}")
     return 0
 
 
@@ -210,11 +210,11 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     results = evaluate(run.model, run.task, splits=tuple(args.splits), n_samples=n_samples, seed=cfg.seed)
     live = run_value_live_fraction(run)
     if args.json:
-        print(json.dumps({"run": str(run.path), "step": run.step, "results": results, LIVE_KEY: live}, indent=2))
+        _echo(json.dumps({"run": str(run.path), "step": run.step, "results": results, LIVE_KEY: live}, indent=2))
     else:
-        print(f"run: {run.path} (step {run.step}, checkpoint {run.checkpoint_hash}, {n_samples} per split)")
-        print(_metrics_table(results))
-        print(f"value network live fraction ({LIVE_SAMPLES} ood instances): {format_live_fraction(live)}")
+        _echo(f"run: {run.path} (step {run.step}, checkpoint {run.checkpoint_hash}, {n_samples} per split)")
+        _echo(_metrics_table(results))
+        _echo(f"value network live fraction ({LIVE_SAMPLES} ood instances): {format_live_fraction(live)}")
     return 0
 
 
@@ -248,9 +248,9 @@ def _cmd_info(args: argparse.Namespace) -> int:
         run = load_run(path)
         data = run.config.to_dict()
         data["task"] = _task_summary(data["task"])
-        print(f"run: {run.path} (step {run.step} of {run.config.train.steps}, checkpoint {run.checkpoint_hash})")
-        print(json.dumps(data, indent=2))
-        print(_describe_model(run.model))
+        _echo(f"run: {run.path} (step {run.step} of {run.config.train.steps}, checkpoint {run.checkpoint_hash})")
+        _echo(json.dumps(data, indent=2))
+        _echo(_describe_model(run.model))
         return 0
     if args.target not in TASKS:
         raise ValueError(
@@ -260,9 +260,9 @@ def _cmd_info(args: argparse.Namespace) -> int:
     task = build_task(args.target, args.overrides["task"])
     mcfg = build_model_config(task, args.model, args.preset, args.overrides["model"])
     tcfg = build_train_config(args.target, args.preset, {}, args.overrides["train"])
-    print(json.dumps({"model": mcfg.to_dict(), "task": _task_summary(task.to_dict()), "train": tcfg.to_dict()},
+    _echo(json.dumps({"model": mcfg.to_dict(), "task": _task_summary(task.to_dict()), "train": tcfg.to_dict()},
                      indent=2))
-    print(_describe_model(Transformer(mcfg)))
+    _echo(_describe_model(Transformer(mcfg)))
     return 0
 
 
@@ -299,7 +299,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     results = run_sweep(grid, jobs=args.jobs, launcher=args.launcher, dry_run=args.dry_run, cluster=args.cluster,
                         ensemble=args.ensemble, threads=args.threads, time_limit=args.time_limit)
     rows = [{"run": r.point.name, "status": r.status, "dir": str(r.point.run_dir)} for r in results]
-    print(_format_table(rows, ["run", "status", "dir"]))
+    _echo(_format_table(rows, ["run", "status", "dir"]))
     if any(r.status in ("stopped", "pending") for r in results):
         print("the time limit stopped the sweep; run the same command again to continue", file=sys.stderr)
     failed = [r for r in results if r.status == "failed"]
