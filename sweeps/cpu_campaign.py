@@ -7,6 +7,8 @@ them.
     python sweeps/cpu_campaign.py stash               # stop the trainings (each checkpoints), copy their resume
                                                       # state to checkpoints/in-progress/<run>/ (then `git add` it)
     python sweeps/cpu_campaign.py stash --restart 2   # the same mid-session: then start 2 lanes again at once
+    python sweeps/cpu_campaign.py ship                # export each finished SRAVEN run to checkpoints/ (then
+                                                      # `git add` it; the next stash drops its resume state)
 
 Each lane takes the first run of `QUEUE` that is neither finished nor taken by another lane (a lock file in the
 directory beside the runs), and trains it with exactly the command `latentcode sweep sweeps/table_a1_sraven.yaml` would run
@@ -173,6 +175,30 @@ def stash(timeout: float = 120.0) -> None:
         print(f"stashed {run.name} at step {state['step']}")
 
 
+def shipped_name(name: str) -> str:
+    """The checkpoint folder a finished SRAVEN run ships as: seed 0 as `sraven-<variant>` (issue 19), other seeds
+    as `sraven-<variant>-s<seed>` (the fuzzy-logic seeds' naming)."""
+    task, variant, seed = name.split("-")[:3]
+    return f"{task}-{variant}" if seed == "s0" else f"{task}-{variant}-{seed}"
+
+
+def ship() -> list[str]:
+    """`latentcode export` every finished SRAVEN run of the queue that checkpoints/ lacks; returns what it wrote.
+    The export evaluates the final weights and records the training command in shipped.json."""
+    written = []
+    for name in QUEUE:
+        run, dest = run_dir(name), ROOT / "checkpoints" / shipped_name(name)
+        if not name.startswith("sraven-") or not _state(run).get("finished") or dest.exists():
+            continue
+        train = " ".join(command(name)[2:]).replace(str(ROOT) + "/", "")
+        recorded = f"{train} (a point of: latentcode sweep sweeps/table_a1_sraven.yaml, as sweeps/cpu_campaign.py runs it)"
+        subprocess.run([sys.executable, "-m", "latentcode", "export", str(run.relative_to(ROOT)),
+                        str(dest.relative_to(ROOT)), "--command", recorded], cwd=ROOT, check=True,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+        written.append(str(dest.relative_to(ROOT)))
+    return written
+
+
 def status() -> None:
     for name in QUEUE:
         run, kept = run_dir(name), STASH / name
@@ -186,6 +212,7 @@ def main() -> None:
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("status")
     sub.add_parser("lane")
+    sub.add_parser("ship", help="export every finished SRAVEN run to checkpoints/ (seed 0 as sraven-<variant>)")
     p = sub.add_parser("stash", help="stop the trainings and copy their resume state (they stay stopped)")
     p.add_argument("--restart", type=int, metavar="LANES", default=0,
                    help="start this many lanes again once the state is copied (a mid-session stash)")
@@ -198,6 +225,10 @@ def main() -> None:
             start(args.restart)
         else:
             print("the trainings are stopped; `start --lanes 2` (or `stash --restart 2` next time) resumes them")
+        return
+    if args.cmd == "ship":
+        written = ship()
+        print("shipped:", ", ".join(written) if written else "nothing (no finished SRAVEN run without its checkpoint)")
         return
     {"status": status, "lane": lane, "start": lambda: start(args.lanes)}[args.cmd]()
 

@@ -420,15 +420,26 @@ def table_claims(base: str, names: list[str]) -> list[str]:
     return lines
 
 
+def _live_cell(cells: dict[str, dict[str, str]]) -> str:
+    """Live value-network units per layer ("19/3/5/27%"), or "n/a" for a model without them (softmax, linear)."""
+    values = [float(r["live_fraction"]) if r.get("live_fraction") else math.nan
+              for layer, r in cells.items() if layer != "all"]
+    if all(math.isnan(v) for v in values):
+        return "n/a"
+    return "/".join("–" if math.isnan(v) else f"{100 * v:.0f}" for v in values) + "%"
+
+
 def table_emergence(base: str, names: list[str]) -> list[str]:
     """`latentcode emergence`'s tables (BASE/NAME/emergence.csv): per snapshot, held-out rule decoding per layer
-    beside the input-only control and the majority floor, the best layer's selectivity and the model's accuracy."""
+    beside the input-only control and the majority floor, the best layer's selectivity, the model's accuracy and
+    the percentage of live value-network units per layer (HYLA; n/a for linear value networks)."""
     tables = {name: _csv(ROOT / base / name / "emergence.csv") for name in names
               if (ROOT / base / name / "emergence.csv").is_file()}
     layers = list(dict.fromkeys(r["layer"] for rows in tables.values() for r in rows)) or ["all"]
-    after_step = len(layers) + 4  # the columns after model and step
+    after_step = len(layers) + 5  # the columns after model and step
+    per_layer = "/".join(f"L{x}" for x in layers if x != "all")
     lines = ["| model | step | " + " | ".join("all layers" if x == "all" else f"layer {x}" for x in layers)
-             + " | input-only | majority | selectivity, best layer | model OOD accuracy |",
+             + f" | input-only | majority | selectivity, best layer | model OOD accuracy | live value units ({per_layer}) |",
              "|---" * (after_step + 2) + "|"]
     for name in names:
         if name not in tables:
@@ -443,7 +454,7 @@ def table_emergence(base: str, names: list[str]) -> list[str]:
                                                                        for x in layers)
                          + f" | {_f(first['input_only'])} | {_f(first['majority'])} | "
                          f"{float(cells[best]['selectivity']):+.3f} ({'all layers' if best == 'all' else 'layer ' + best})"
-                         f" | {_f(first['model_accuracy'])} |")
+                         f" | {_f(first['model_accuracy'])} | {_live_cell(cells)} |")
     return lines
 
 

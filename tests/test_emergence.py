@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -52,6 +53,42 @@ def test_one_row_per_snapshot_and_layer_with_the_models_own_accuracy(snap_run, r
     assert all(r.selectivity == pytest.approx(r.decoding - r.control_task) for r in rows)
 
 
+def test_each_layer_carries_the_live_fraction_training_recorded(snap_run, rows):
+    """HYLA's value units per layer at each snapshot, as metrics.jsonl has them; the "all" row has none."""
+    recorded = {}
+    for line in (snap_run.path / "metrics.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record["split"] == "ood":
+            recorded[record["step"]] = record["value_live_fraction"]
+    for r in rows:
+        if r.layer == "all":
+            assert math.isnan(r.live_fraction)
+        else:
+            assert r.live_fraction == recorded[r.step][int(r.layer)]
+            assert 0.0 <= r.live_fraction <= 1.0
+
+
+def test_a_table_without_the_live_column_reads_and_update_fills_it(snap_run, rows, tmp_path, capsys):
+    """Tables written before the column existed (the committed SRAVEN ones) still read, and --update completes them
+    from the run's metrics without recomputing their decoding."""
+    from latentcode.cli import main
+
+    out = tmp_path / "emergence"
+    out.mkdir()
+    old_columns = [c for c in COLUMNS if c != "live_fraction"]
+    lines = [",".join(old_columns)] + [",".join(f"{getattr(r, c):.6g}" if isinstance(getattr(r, c), float)
+                                                else str(getattr(r, c)) for c in old_columns)
+                                       for r in rows if r.step == 30]
+    (out / "emergence.csv").write_text("\n".join(lines) + "\n")
+    (out / "emergence.json").write_text(json.dumps({"run": str(snap_run.path), "n_samples": 64, "commands": []}))
+    old = read_emergence(out)
+    assert [r.step for r in old] == [30] * 3 and all(math.isnan(r.live_fraction) for r in old)
+    assert main(["emergence", str(snap_run.path), "--out", str(out), "--n-samples", "64", "--update"]) == 0
+    new = read_emergence(out)
+    assert [r.decoding for r in new[:3]] == [r.decoding for r in old]  # kept, not recomputed
+    np.testing.assert_allclose([r.live_fraction for r in new], [r.live_fraction for r in rows], rtol=1e-5)
+
+
 def test_the_last_snapshot_decodes_as_the_finished_run_does(snap_run, rows):
     """The step-60 snapshot holds the final weights, so its rows equal a decoding of the run itself."""
     run = Run.load(snap_run.path)
@@ -93,7 +130,9 @@ def test_the_command_writes_the_table_and_its_figure_and_never_overwrites(snap_r
     assert "step      30" in printed and "step      60" in printed
     assert {p.name for p in out.iterdir()} == {"emergence.csv", "emergence.json", "emergence.png", "emergence.html"}
     assert len(read_emergence(out / "emergence.csv")) == 6
-    assert read_emergence(out) == read_emergence(out / "emergence.csv")  # the folder --out named reads too
+    # the folder --out named reads too (assert_equal: NaN cells, such as the "all" row's live fraction, are equal)
+    np.testing.assert_equal([asdict(r) for r in read_emergence(out)],
+                            [asdict(r) for r in read_emergence(out / "emergence.csv")])
     with pytest.raises(FileNotFoundError, match="latentcode emergence RUN --out"):
         read_emergence(tmp_path)
     assert main(["emergence", str(snap_run.path), "--out", str(out), "--n", "64"]) != 0
@@ -120,6 +159,20 @@ def test_the_figure_draws_every_layer_and_both_floors(rows):
     for ax in axes:  # each legend sits below its panel, never over the curves
         legend_box = ax.get_legend().get_window_extent()
         assert legend_box.y1 <= ax.get_window_extent().y0
+    lines = figure.table().splitlines()
+    assert lines[0].endswith("live value units (L0/L1)")
+    for line, step in zip(lines[1:], (30, 60), strict=True):
+        live = [r.live_fraction for r in rows if r.step == step and r.layer != "all"]
+        assert line.endswith("/".join(f"{round(100 * f)}" for f in live) + "%")
+
+
+def test_the_figure_table_has_no_live_column_without_value_units(rows):
+    from dataclasses import replace
+
+    from probes.figures import emergence_figure
+
+    softmax_like = [replace(r, live_fraction=math.nan) for r in rows]
+    assert "live" not in emergence_figure(softmax_like).table()
 
 
 def test_update_adds_only_the_new_snapshots_of_a_run_still_training(snap_run, tmp_path, capsys):

@@ -332,10 +332,14 @@ def test_the_emergence_table_in_the_docs_holds_every_committed_snapshot():
     body = block["body"].splitlines()
     for table in tables:
         with table.open() as f:
-            rows = [r for r in csv.DictReader(f) if r["layer"] == "all"]
+            every = list(csv.DictReader(f))
+        rows = [r for r in every if r["layer"] == "all"]
         shown = [line for line in body if line.startswith(f"| {table.parent.name} |")]
         assert len(shown) == len(rows), table
         for line, row in zip(shown, rows, strict=True):
             cells = [c.strip() for c in line.strip("|").split("|")]
             assert cells[1] == f"{int(row['step']):,}"
-            assert cells[6] == f"{float(row['decoding']):.3f}" and cells[-1] == f"{float(row['model_accuracy']):.3f}"
+            assert cells[6] == f"{float(row['decoding']):.3f}" and cells[-2] == f"{float(row['model_accuracy']):.3f}"
+            live = [float(r["live_fraction"]) for r in every
+                    if r["step"] == row["step"] and r["layer"] != "all" and r.get("live_fraction", "nan") != "nan"]
+            assert cells[-1] == ("/".join(str(round(100 * v)) for v in live) + "%" if live else "n/a")

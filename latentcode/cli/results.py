@@ -152,8 +152,8 @@ def _add_emergence_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="Read the latent codes of every snapshot a run kept (trained with --train.snapshots=true) at "
         "the task's paper reading, decode the rule from them (probes fit on training rule sets, scored on held-out "
         "ones), and write one table per layer and step: decoding accuracy, the input-only control, control-task "
-        "selectivity, chance, majority and the model's own held-out accuracy (emergence.csv + .json), with its "
-        "figure (emergence.png, emergence.html), into RUN/emergence/ (where `latentcode report RUN` finds and shows "
+        "selectivity, chance, majority, the model's own held-out accuracy and, for HYLA-style value networks, the "
+        "fraction of live value units (emergence.csv + .json), with its figure (emergence.png, emergence.html), into RUN/emergence/ (where `latentcode report RUN` finds and shows "
         "it) or --out. The folder must not hold them yet; --update adds new snapshots to them.",
         example="latentcode emergence runs/table_a1_sraven/sraven-hyla-s0 --update",
     )
@@ -166,8 +166,9 @@ def _add_emergence_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=_int_csv,
                         help="only these snapshot steps, comma-separated (default: every snapshot)")
     parser.add_argument("--update", action="store_true",
-                        help="add the snapshots that --out's emergence.csv lacks (same --n-samples) and redraw the figure, "
-                        "instead of refusing an --out that holds a table: for runs still training")
+                        help="add the snapshots that --out's emergence.csv lacks (same --n-samples), fill a column an older "
+                        "table lacks, and redraw the figure, instead of refusing an --out that holds a table: for runs "
+                        "still training")
     _add_progress(parser)
     return parser
 
@@ -193,7 +194,7 @@ def _cmd_emergence(args: argparse.Namespace) -> int:
     meta: dict[str, Any] = {"run": _shown(args.run), "n_samples": args.n_samples, "commands": [],
                             "reading": "the task's paper reading (spec §4.1); SRAVEN instances unpermuted"}
     if args.update and table.is_file():
-        from latentcode.pipelines.emergence import read_emergence
+        from latentcode.pipelines.emergence import read_emergence, with_live_fraction
 
         meta = json.loads(table.with_suffix(".json").read_text())
         if not _same_run(meta.get("run"), args.run):
@@ -202,7 +203,7 @@ def _cmd_emergence(args: argparse.Namespace) -> int:
         if meta.get("n_samples") != args.n_samples:
             raise ValueError(f"{table} was made with --n-samples {meta.get('n_samples')}; update it with the same "
                              "--n-samples (or write a new table to another --out)")
-        previous = read_emergence(table)
+        previous = with_live_fraction(read_emergence(table), args.run)
         meta.setdefault("commands", [meta.pop("command")] if "command" in meta else [])
     else:
         for target in (table, table.with_suffix(".json"), args.out / "emergence.png", args.out / "emergence.html"):

@@ -3,8 +3,10 @@
 A run trained with `TrainConfig.snapshots` keeps the weights of each evaluation (`snapshots/step-NNNNNN/`).
 `rule_emergence` reads the latent codes of every snapshot at the task's paper reading, fits the linear rule
 decoder on the training rule sets and scores it on the held-out ones, beside the input-only control, the
-control-task selectivity and the model's own held-out accuracy at that step (from the run's metrics.jsonl). The
-table answers whether rule codes appear before the model generalises, with it, or after.
+control-task selectivity, the model's own held-out accuracy at that step and, for HYLA-style value networks, the
+fraction of each layer's value-network units that are live (both from the run's metrics.jsonl). The table answers
+whether rule codes appear before the model generalises, with it, or after, and whether a layer whose codes stay flat
+has lost its value units.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import json
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from tqdm.auto import tqdm
 from latentcode.codes.extract import extract_latent_codes
 from latentcode.rundir.checkpoint import Run, RunConfig, read_metrics
 from latentcode.rundir.weights import list_snapshots
+from latentcode.training.diagnostics import LIVE_KEY
 
 EMERGENCE_SPLIT = "ood"
 """Decoders fit on the train split and score on held-out rule combinations (Fig. 5F)."""
@@ -50,10 +53,34 @@ class EmergenceRow:
     """Rate of the training split's most frequent rule on the held-out rows."""
     model_accuracy: float
     """The model's own held-out accuracy at this step (metrics.jsonl; NaN if the step has no evaluation)."""
+    live_fraction: float = math.nan
+    """Fraction of this layer's value-network hidden units that are active at this step, as training recorded it
+    (`value_live_fraction` in metrics.jsonl). NaN for linear value networks (softmax, linear attention), for the
+    "all" row, and in tables written before 0.2 had the column."""
 
 
 def _model_accuracy(metrics: list[dict[str, Any]], metric: str) -> dict[int, float]:
     return {int(r["step"]): float(r[metric]) for r in metrics if r.get("split") == EMERGENCE_SPLIT and metric in r}
+
+
+def _live_fractions(metrics: list[dict[str, Any]]) -> dict[int, list[float | None]]:
+    return {int(r["step"]): r[LIVE_KEY] for r in metrics if r.get("split") == EMERGENCE_SPLIT and r.get(LIVE_KEY)}
+
+
+def _live_cell(live: dict[int, list[float | None]], step: int, layer: str) -> float:
+    values = live.get(step)
+    if values is None or not layer.isdigit() or int(layer) >= len(values) or values[int(layer)] is None:
+        return math.nan
+    return float(values[int(layer)])
+
+
+def with_live_fraction(rows: Sequence[EmergenceRow], run_dir: str | os.PathLike) -> list[EmergenceRow]:
+    """`rows` with each missing `live_fraction` read from the run's metrics.jsonl (a table written before the column
+    existed gets it on `latentcode emergence --update`); rows that have one keep it."""
+    path = Path(run_dir)
+    live = _live_fractions(read_metrics(path)) if (path / "metrics.jsonl").is_file() else {}
+    return [replace(r, live_fraction=_live_cell(live, r.step, r.layer)) if math.isnan(r.live_fraction) else r
+            for r in rows]
 
 
 def rule_emergence(
@@ -96,6 +123,7 @@ def rule_emergence(
         found = {s: found[s] for s in sorted(steps)}
     metrics = read_metrics(run_dir) if (run_dir / "metrics.jsonl").is_file() else []
     own = _model_accuracy(metrics, RunConfig.load(run_dir).task.metric_name)
+    live = _live_fractions(metrics)
     rows: list[EmergenceRow] = []
     for step, folder in tqdm(sorted(found.items()), desc="snapshots", disable=None if progress is None else not progress):
         run = Run.load(folder, device=device)
@@ -114,7 +142,8 @@ def rule_emergence(
             rows.append(EmergenceRow(step=step, layer=layer, decoding=float(acc), input_only=float(input_only),
                                      control_task=float(ctrl), selectivity=float(acc) - float(ctrl),
                                      chance=float(base.chance), majority=float(base.majority),
-                                     model_accuracy=own.get(step, math.nan)))
+                                     model_accuracy=own.get(step, math.nan),
+                                     live_fraction=_live_cell(live, step, layer)))
     return rows
 
 
@@ -145,7 +174,7 @@ def write_emergence(rows: Sequence[EmergenceRow], path: str | os.PathLike, *, me
 
 def read_emergence(path: str | os.PathLike) -> list[EmergenceRow]:
     """Rows of a CSV `write_emergence` wrote; `path` is the CSV or the folder holding `emergence.csv` (what
-    `latentcode emergence --out` names).
+    `latentcode emergence --out` names). A table written before a column existed reads it as NaN.
 
     Raises:
         FileNotFoundError: no such CSV (the message names the command that writes one).
@@ -157,5 +186,5 @@ def read_emergence(path: str | os.PathLike) -> list[EmergenceRow]:
         raise FileNotFoundError(f"{path} does not exist; write it with `latentcode emergence RUN --out FOLDER`")
     with path.open(newline="") as f:
         return [EmergenceRow(step=int(r["step"]), layer=r["layer"],
-                             **{k: float(r[k]) for k in COLUMNS if k not in ("step", "layer")})
+                             **{k: float(r[k]) for k in COLUMNS if k not in ("step", "layer") and r.get(k)})
                 for r in csv.DictReader(f)]

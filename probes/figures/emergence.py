@@ -3,6 +3,7 @@ model's own held-out accuracy (the table `latentcode emergence` writes)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,8 @@ class EmergenceFigure:
         model_accuracy: [step] the model's own held-out accuracy.
         chance, majority: the trivial floors (constant over steps: the same held-out rows).
         title: figure title (names the run and the reading).
+        live_fraction: [layer, step] fraction of live value-network units (HYLA-style value networks; NaN where
+            a layer has none, e.g. the "all" row or softmax attention), shown in `table`.
     """
 
     steps: list[int]
@@ -39,6 +42,7 @@ class EmergenceFigure:
     chance: float
     majority: float
     title: str
+    live_fraction: np.ndarray | None = None
 
     def plot(self, ax: Axes | Sequence[Axes] | None = None) -> Figure:
         """Two panels: accuracies, then selectivity; returns the figure."""
@@ -65,15 +69,24 @@ class EmergenceFigure:
 
     def table(self) -> str:
         """The figure's numbers as text: one line per step, decoding per layer beside the input-only control, the
-        floors, the best layer's selectivity and the model's own accuracy."""
+        floors, the best layer's selectivity and the model's own accuracy; with live-unit fractions (HYLA), a last
+        column of the percentage of live value-network units per layer ("19/3/5/27%" for layers 0 to 3)."""
         layers = ["all layers" if layer == "all" else f"layer {layer}" for layer in self.layers]
         header = ["step", *layers, "input-only", "majority", "chance", "selectivity (best layer)", "model OOD acc"]
+        live = self.live_fraction
+        per_layer = [i for i, layer in enumerate(self.layers) if layer != "all"]
+        if live is not None and np.isnan(live).all():
+            live = None
+        if live is not None:
+            header.append("live value units (" + "/".join(f"L{self.layers[i]}" for i in per_layer) + ")")
         lines = [header]
         for j, step in enumerate(self.steps):
             best = int(np.nanargmax(self.decoding[:, j])) if not np.all(np.isnan(self.decoding[:, j])) else 0
             lines.append([f"{step:,}", *(f"{v:.3f}" for v in self.decoding[:, j]), f"{self.input_only[j]:.3f}",
                           f"{self.majority:.3f}", f"{self.chance:.3f}",
                           f"{self.selectivity[best, j]:+.3f} ({layers[best]})", f"{self.model_accuracy[j]:.3f}"])
+            if live is not None:
+                lines[-1].append(format_live_percent(live[per_layer, j]))
         widths = [max(len(row[i]) for row in lines) for i in range(len(header))]
         return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
                          for row in lines)
@@ -122,8 +135,12 @@ def emergence_figure(rows: Sequence[Any], title: str = "When do rule codes appea
     if missing:
         raise ValueError(f"the table lacks (step, layer) cells {missing[:4]}; every snapshot needs every layer")
 
+    def value(record: Mapping[str, Any], key: str) -> float:
+        found = record.get(key)  # a column a table lacks (older tables have no live_fraction), or an empty CSV cell
+        return math.nan if found is None or found == "" else float(found)
+
     def grid(key: str) -> np.ndarray:
-        return np.array([[float(cell[s, layer][key]) for s in steps] for layer in layers])
+        return np.array([[value(cell[s, layer], key) for s in steps] for layer in layers])
 
     first = [cell[s, layers[0]] for s in steps]
     return EmergenceFigure(
@@ -131,4 +148,10 @@ def emergence_figure(rows: Sequence[Any], title: str = "When do rule codes appea
         input_only=np.array([float(r["input_only"]) for r in first]),
         model_accuracy=np.array([float(r["model_accuracy"]) for r in first]),
         chance=float(first[0]["chance"]), majority=float(first[0]["majority"]), title=title,
+        live_fraction=grid("live_fraction"),
     )
+
+
+def format_live_percent(fractions: Sequence[float]) -> str:
+    """Live-unit fractions of the layers as whole percentages, "19/3/5/27%" ("–" for a layer without a value)."""
+    return "/".join("–" if np.isnan(f) else f"{100 * f:.0f}" for f in fractions) + "%"

@@ -1,0 +1,81 @@
+"""Tests for sweeps/cpu_campaign.py: the CPU training campaign trains the sweep's own points and ships what finishes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from latentcode.config import model_config, train_config
+from latentcode.rundir.checkpoint import Run
+from latentcode.tasks import get_task
+from latentcode.training.sweep_grid import expand_grid, load_grid
+from latentcode.training.train import train
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def campaign():
+    spec = importlib.util.spec_from_file_location("cpu_campaign", ROOT / "sweeps" / "cpu_campaign.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["cpu_campaign"] = module
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop("cpu_campaign", None)
+
+
+def test_each_sraven_run_of_the_queue_is_its_sweep_point_plus_cadence_flags(campaign):
+    """The campaign's command is the sweep's (sweeps/table_a1_sraven.yaml) with only flags that leave the numbers
+    unchanged: one thread, the checkpoint cadence and the snapshots."""
+    points = {p.name: p for p in expand_grid(load_grid(ROOT / "sweeps" / "table_a1_sraven.yaml"))}
+    sraven = [name for name in campaign.QUEUE if name.startswith("sraven-")]
+    assert len(sraven) == 9 and sraven[:2] == ["sraven-softmax-s0", "sraven-hyla-s0"]
+    for name in sraven:
+        argv = campaign.command(name)[3:]
+        expected = points[name].argv()
+        out = expected.index("--out")
+        expected[out + 1] = str(ROOT / expected[out + 1])
+        threads = argv.index("--threads")
+        assert argv[threads:threads + 2] == ["--threads", "1"], name
+        del argv[threads:threads + 2]
+        assert argv == [*expected, "--checkpoint-every", "2000", "--train.snapshots=true"], name
+
+
+def test_seed_zero_ships_under_the_variant_name_and_other_seeds_keep_theirs(campaign):
+    assert campaign.shipped_name("sraven-hyla-s0") == "sraven-hyla"
+    assert campaign.shipped_name("sraven-linear-s2") == "sraven-linear-s2"
+
+
+def test_ship_exports_a_finished_run_once_and_leaves_unfinished_ones(campaign, tmp_path, monkeypatch):
+    monkeypatch.setattr(campaign, "ROOT", tmp_path)
+    monkeypatch.setattr(campaign, "RUNS", tmp_path / "runs")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        task = get_task("sraven", seed=0, n_features=2, permute_features=False)
+        cfg = train_config("sraven", "tiny", steps=8, warmup=2, batch_size=16, eval_every=8, eval_samples=64,
+                           device="cpu")
+        finished = campaign.run_dir("sraven-softmax-s0")
+        train(model_config(task, "softmax", "tiny"), task, cfg, finished, progress=False)
+        unfinished = campaign.run_dir("sraven-hyla-s0")
+        unfinished.mkdir(parents=True)
+        (unfinished / "train_state.json").write_text(json.dumps({"step": 4, "finished": False}))
+    finally:
+        torch.set_num_threads(threads)
+
+    assert campaign.ship() == ["checkpoints/sraven-softmax"]
+    shipped = tmp_path / "checkpoints" / "sraven-softmax"
+    assert sorted(p.name for p in shipped.iterdir()) == ["config.json", "metrics.jsonl", "model.safetensors",
+                                                          "shipped.json"]  # no optimizer state
+    record = json.loads((shipped / "shipped.json").read_text())
+    assert record["command"].startswith("latentcode train sraven --model softmax --preset paper --seed 0 --out "
+                                        "runs/table_a1_sraven/sraven-softmax-s0 --resume")
+    torch.testing.assert_close(Run.load(shipped).model.state_dict(), Run.load(finished).model.state_dict(),
+                               rtol=0, atol=0)
+    assert not (tmp_path / "checkpoints" / "sraven-hyla").exists()
+    assert campaign.ship() == []  # already shipped: nothing is overwritten
