@@ -23,7 +23,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "latentcode.pipelines.demo": ("demo",),
     "latentcode.training.diagnostics": ("value_live_fraction",),
-    "latentcode.pipelines.emergence": ("rule_emergence",),
+    "latentcode.pipelines.emergence": ("read_emergence", "rule_emergence"),
     "latentcode.training.ensemble": ("can_ensemble", "train_ensemble"),
     "latentcode.training.evaluate": ("evaluate",),
     "latentcode.causal.experiments": (

@@ -81,7 +81,7 @@ PUBLIC_API = {
 """`latentcode.__all__` as it was when `__init__` imported everything eagerly (0.1)."""
 PUBLIC_API_0_2 = PUBLIC_API | {
     "Ablate", "Edit", "Site", "Steer", "Transplant", "Zero", "ensure_codes", "hook_name", "hooks", "intervene",
-    "pretrained_seeds", "rule_emergence", "CodeReading", "CompositionalTask", "InputChoice", "TaskPresets",
+    "pretrained_seeds", "read_emergence", "rule_emergence", "CodeReading", "CompositionalTask", "InputChoice", "TaskPresets",
     "register_task", "unregister_task",
 }  # fmt: skip
 """What 0.2 adds: the intervention runner, hook names, every shipped seed, the emergence analysis, and what a new
