@@ -152,8 +152,12 @@ def test_the_figure_draws_every_layer_and_both_floors(rows):
     assert fig.layout.xaxis.title.text == "training step"
     axes = figure.plot().axes
     assert [a.get_ylabel() for a in axes] == ["accuracy on held-out rule combinations",
-                                             "selectivity (codes − control task)"]
+                                             "selectivity (codes − control task)",
+                                             "live value-network units (%)"]  # HYLA: its value units, per layer
     assert list(axes[0].lines[0].get_xdata()) == [30, 60]
+    for layer, line in zip(("0", "1"), axes[2].lines, strict=True):
+        np.testing.assert_allclose(line.get_ydata(), [100 * r.live_fraction for r in rows if r.layer == layer])
+    assert [t.name for t in fig.data if t.xaxis == "x3"] == ["layer 0", "layer 1"]
     fig_mpl = axes[0].figure
     fig_mpl.canvas.draw()
     for ax in axes:  # each legend sits below its panel, never over the curves
@@ -166,13 +170,14 @@ def test_the_figure_draws_every_layer_and_both_floors(rows):
         assert line.endswith("/".join(f"{round(100 * f)}" for f in live) + "%")
 
 
-def test_the_figure_table_has_no_live_column_without_value_units(rows):
+def test_without_value_units_the_figure_has_no_live_column_or_panel(rows):
     from dataclasses import replace
 
     from probes.figures import emergence_figure
 
-    softmax_like = [replace(r, live_fraction=math.nan) for r in rows]
-    assert "live" not in emergence_figure(softmax_like).table()
+    softmax_like = emergence_figure([replace(r, live_fraction=math.nan) for r in rows])
+    assert "live" not in softmax_like.table()
+    assert len(softmax_like.plot().axes) == 2 and len(softmax_like.plotly().layout.annotations) == 2
 
 
 def test_update_adds_only_the_new_snapshots_of_a_run_still_training(snap_run, tmp_path, capsys):

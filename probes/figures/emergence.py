@@ -18,7 +18,8 @@ from probes.figures._base import _axes_row, _palette
 @dataclass(frozen=True)
 class EmergenceFigure:
     """Lines over training steps: decoding accuracy per layer (solid), the input-only control (dashed grey), the
-    model's held-out accuracy (black), chance and majority (dotted); a second panel shows selectivity per layer.
+    model's held-out accuracy (black), chance and majority (dotted); a second panel shows selectivity per layer,
+    and, for a model with live-unit fractions (HYLA), a third the live value units per layer.
 
     Attributes:
         steps: the snapshot steps, ascending.
@@ -44,10 +45,26 @@ class EmergenceFigure:
     title: str
     live_fraction: np.ndarray | None = None
 
+    @property
+    def has_live_fraction(self) -> bool:
+        """Whether any layer has a live-unit fraction (a third panel)."""
+        return self.live_fraction is not None and not np.isnan(self.live_fraction).all()
+
     def plot(self, ax: Axes | Sequence[Axes] | None = None) -> Figure:
-        """Two panels: accuracies, then selectivity; returns the figure."""
-        left, right = _axes_row(ax, 2, 5.2, 4.0)
+        """Two panels: accuracies, then selectivity (three with live units: see the class docstring); returns the
+        figure. `ax` must hold as many axes as there are panels."""
+        axes = _axes_row(ax, 3 if self.has_live_fraction else 2, 5.2, 4.0)
+        left, right = axes[:2]
         colors = _palette(len(self.layers))
+        if self.has_live_fraction:
+            live = axes[2]
+            for i, layer in enumerate(self.layers):
+                if not np.isnan(self.live_fraction[i]).all():
+                    live.plot(self.steps, 100 * self.live_fraction[i], "-o", color=colors[i], ms=3,
+                              label=f"layer {layer}")
+            live.set(xlabel="training step", ylabel="live value-network units (%)", ylim=(0, 100),
+                     title="live value units")
+            live.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
         for i, layer in enumerate(self.layers):
             name = "all layers" if layer == "all" else f"layer {layer}"
             left.plot(self.steps, self.decoding[i], "-o", color=colors[i], ms=3, label=f"codes, {name}")
@@ -92,12 +109,19 @@ class EmergenceFigure:
                          for row in lines)
 
     def plotly(self):
-        """The same two panels in plotly (line traces; layers share colours across panels)."""
+        """The same panels in plotly (line traces; layers share colours across panels)."""
         import plotly.graph_objects as go
         from plotly.subplots import make_subplots
 
-        fig = make_subplots(rows=1, cols=2, subplot_titles=("rule decoding vs. the model", "selectivity"))
+        titles = ("rule decoding vs. the model", "selectivity", "live value units")
+        panels = 3 if self.has_live_fraction else 2
+        fig = make_subplots(rows=1, cols=panels, subplot_titles=titles[:panels])
         colors = _palette(len(self.layers))
+        for i, layer in enumerate(self.layers):
+            if panels == 3 and not np.isnan(self.live_fraction[i]).all():
+                fig.add_trace(go.Scatter(x=self.steps, y=100 * self.live_fraction[i], mode="lines+markers",
+                                         name=f"layer {layer}", line={"color": colors[i]}, legendgroup=layer,
+                                         showlegend=False), row=1, col=3)
         for i, layer in enumerate(self.layers):
             name = "all layers" if layer == "all" else f"layer {layer}"
             fig.add_trace(go.Scatter(x=self.steps, y=self.decoding[i], mode="lines+markers", name=f"codes, {name}",
@@ -114,6 +138,8 @@ class EmergenceFigure:
         fig.update_xaxes(title_text="training step")
         fig.update_yaxes(title_text="accuracy on held-out rule combinations", range=[0, 1.02], row=1, col=1)
         fig.update_yaxes(title_text="selectivity (codes − control task)", row=1, col=2)
+        if panels == 3:
+            fig.update_yaxes(title_text="live value-network units (%)", range=[0, 100], row=1, col=3)
         fig.update_layout(title=self.title)
         return fig
 
