@@ -258,7 +258,7 @@ def build_report(
             "When do rule codes appear? For each snapshot of the run, a linear probe fit on the codes of training "
             "rule combinations decodes the rule of held-out ones (Fig. 5F), beside the input-only control, the "
             "majority and chance floors, control-task selectivity and the model's own held-out accuracy at that "
-            "step (`latentcode emergence RUN`)."
+            "step; for HYLA, a third panel shows each layer's live value-network units (`latentcode emergence RUN`)."
         )
         for name, rows in with_emergence.items():
             page.add(f"<h4>{html.escape(name)}</h4>")
