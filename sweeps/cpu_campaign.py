@@ -9,6 +9,8 @@ them.
     python sweeps/cpu_campaign.py stash --restart 2   # the same mid-session: then start 2 lanes again at once
     python sweeps/cpu_campaign.py ship                # export each finished SRAVEN run to checkpoints/ (then
                                                       # `git add` it; the next stash drops its resume state)
+    python sweeps/cpu_campaign.py results             # after a new snapshot: emergence rows, Table A1's SRAVEN
+                                                      # CSV, the emergence figures and the docs' tables
 
 Each lane takes the first run of `QUEUE` that is neither finished nor taken by another lane (a lock file in the
 directory beside the runs), and trains it with exactly the command `latentcode sweep sweeps/table_a1_sraven.yaml` would run
@@ -199,6 +201,51 @@ def ship() -> list[str]:
     return written
 
 
+EMERGENCE = Path("results/emergence")
+TABLE_A1 = Path("results/table_a1_sraven.csv")
+
+
+def _committed_steps(name: str) -> set[int]:
+    table = ROOT / EMERGENCE / name / "emergence.csv"
+    if not table.is_file():
+        return set()
+    with table.open() as f:
+        return {int(line.split(",", 1)[0]) for line in list(f)[1:] if line.strip()}
+
+
+def _snapshot_steps(run: Path) -> set[int]:
+    return {int(p.name.removeprefix("step-")) for p in (run / "snapshots").glob("step-*") if p.is_dir()}
+
+
+def results() -> list[str]:
+    """Bring the committed SRAVEN results up to the runs' snapshots (issue 19's routine after each one): for every
+    queued SRAVEN run with a snapshot its committed emergence table lacks, `latentcode emergence --update` into
+    results/emergence/<run>/ (CSV and JSON only; the figure files it also writes there are removed) and its docs
+    figure (`sweeps/fig5.py figure`); then, if anything changed, Table A1's SRAVEN CSV (`latentcode table
+    --include-unfinished`) and the generated docs tables (`docs/gen_tables.py`). Returns the runs updated."""
+    def call(*args: str) -> None:
+        subprocess.run([sys.executable, *args], cwd=ROOT, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+    updated = []
+    for name in QUEUE:
+        run = run_dir(name)
+        if not name.startswith("sraven-") or not _snapshot_steps(run) - _committed_steps(name):
+            continue
+        out = EMERGENCE / name
+        call("-m", "latentcode", "emergence", str(run.relative_to(ROOT)), "--out", str(out), "--update",
+             "--no-progress")
+        for figure in ("emergence.png", "emergence.html"):
+            (ROOT / out / figure).unlink(missing_ok=True)  # the docs draw their own (below); only data is committed
+        call("sweeps/fig5.py", "figure", name, "--out", f"docs/images/{name.replace('-', '_')}_emergence.png")
+        updated.append(name)
+    if updated:
+        runs = sorted(str(p.relative_to(ROOT)) for p in (RUNS / "table_a1_sraven").glob("sraven-*")
+                      if (p / "metrics.jsonl").is_file())
+        call("-m", "latentcode", "table", *runs, "--include-unfinished", "--csv", str(TABLE_A1))
+        call("docs/gen_tables.py")
+    return updated
+
+
 def status() -> None:
     for name in QUEUE:
         run, kept = run_dir(name), STASH / name
@@ -213,6 +260,7 @@ def main() -> None:
     sub.add_parser("status")
     sub.add_parser("lane")
     sub.add_parser("ship", help="export every finished SRAVEN run to checkpoints/ (seed 0 as sraven-<variant>)")
+    sub.add_parser("results", help="emergence rows, Table A1's SRAVEN CSV and the docs tables, after new snapshots")
     p = sub.add_parser("stash", help="stop the trainings and copy their resume state (they stay stopped)")
     p.add_argument("--restart", type=int, metavar="LANES", default=0,
                    help="start this many lanes again once the state is copied (a mid-session stash)")
@@ -225,6 +273,12 @@ def main() -> None:
             start(args.restart)
         else:
             print("the trainings are stopped; `start --lanes 2` (or `stash --restart 2` next time) resumes them")
+        return
+    if args.cmd == "results":
+        updated = results()
+        print("updated:", ", ".join(updated) if updated else "nothing (every snapshot already has its emergence rows)")
+        if updated:
+            print("next: read the prose of docs/reproduction.md against the new tables, then commit results/ and docs/")
         return
     if args.cmd == "ship":
         written = ship()
