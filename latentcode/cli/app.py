@@ -23,7 +23,7 @@ from safetensors import SafetensorError
 
 from latentcode._process import time_left
 from latentcode._version import __version__
-from latentcode.cli.util import _echo, _field_names, _subparser, _TaskAction, _wrap
+from latentcode.cli.util import _echo, _field_names, _subparser, _TaskAction, _warn, _wrap
 from latentcode.config import VARIANTS, ModelConfig, TrainConfig
 from latentcode.constants import CONFIG_FILE
 from latentcode.training.build import (  # noqa: F401 (build_* and parse_value were public here; kept importable)
@@ -301,10 +301,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     rows = [{"run": r.point.name, "status": r.status, "dir": str(r.point.run_dir)} for r in results]
     _echo(_format_table(rows, ["run", "status", "dir"]))
     if any(r.status in ("stopped", "pending") for r in results):
-        print("the time limit stopped the sweep; run the same command again to continue", file=sys.stderr)
+        _warn("the time limit stopped the sweep; run the same command again to continue")
     failed = [r for r in results if r.status == "failed"]
     for r in failed:
-        print(f"failed: {r.point.name} (exit code {r.returncode}); log: {r.log}", file=sys.stderr)
+        _warn(f"failed: {r.point.name} (exit code {r.returncode}); log: {r.log}")
     return 1 if failed else 0
 
 
@@ -343,7 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _error(message: object) -> None:
-    print(f"error: {' '.join(str(message).split())}", file=sys.stderr)
+    _warn(f"error: {' '.join(str(message).split())}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,6 +36,11 @@ def _echo(text: str = "") -> None:
     sys.stdout.write(text + "\n")
 
 
+def _warn(text: str) -> None:
+    """Print a line of command diagnostics (a warning, an error) to stderr."""
+    sys.stderr.write(text + "\n")
+
+
 class _TaskAction(argparse.Action):
     """Stores the TASK argument; its help lists the registered tasks (`latentcode.tasks.TASKS`), read only when
     that help is printed, so building the parser loads no task module (and no torch)."""
