@@ -90,10 +90,8 @@ class EmergenceFigure:
         column of the percentage of live value-network units per layer ("19/3/5/27%" for layers 0 to 3)."""
         layers = ["all layers" if layer == "all" else f"layer {layer}" for layer in self.layers]
         header = ["step", *layers, "input-only", "majority", "chance", "selectivity (best layer)", "model OOD acc"]
-        live = self.live_fraction
+        live = self.live_fraction if self.has_live_fraction else None
         per_layer = [i for i, layer in enumerate(self.layers) if layer != "all"]
-        if live is not None and np.isnan(live).all():
-            live = None
         if live is not None:
             header.append("live value units (" + "/".join(f"L{self.layers[i]}" for i in per_layer) + ")")
         lines = [header]
