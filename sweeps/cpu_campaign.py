@@ -2,7 +2,8 @@
 trained by lanes of one thread each, whose resume state is stashed in the repository so a fresh clone continues
 them.
 
-    python sweeps/cpu_campaign.py status              # every run: step, finished, running, stashed
+    python sweeps/cpu_campaign.py status              # every run: step, finished, running, stashed; speed and
+                                                      # hours left of a run under way
     python sweeps/cpu_campaign.py start --lanes 2     # restore stashed runs, then train the queue in the background
     python sweeps/cpu_campaign.py stash               # stop the trainings (each checkpoints), copy their resume
                                                       # state to checkpoints/in-progress/<run>/ (then `git add` it)
@@ -246,12 +247,49 @@ def results() -> list[str]:
     return updated
 
 
+def speed(run: Path, window_s: float = 1800.0) -> tuple[int, float] | None:
+    """The last logged step and the training steps per second over the run's last `window_s` seconds of training
+    (metrics.jsonl's train rows; their `elapsed_s` counts training time only, across resumes), or None with fewer
+    than two rows."""
+    path = run / "metrics.jsonl"
+    if not path.is_file():
+        return None
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:  # a line cut short by a stop mid-write
+            continue
+        if row.get("split") == "train" and "elapsed_s" in row:
+            rows.append(row)
+    if len(rows) < 2:
+        return None
+    last = rows[-1]
+    first = next(r for r in rows if r["elapsed_s"] >= last["elapsed_s"] - window_s)
+    if first is last:
+        first = rows[-2]
+    seconds = last["elapsed_s"] - first["elapsed_s"]
+    return (last["step"], (last["step"] - first["step"]) / seconds) if seconds > 0 else None
+
+
+def _total_steps(run: Path) -> int | None:
+    path = run / "config.json"
+    return json.loads(path.read_text())["train"]["steps"] if path.is_file() else None
+
+
 def status() -> None:
+    """One line per queued run: its checkpointed step, finished, running, stashed step, and for a run under way its
+    recent speed and the training time it still needs at that speed from its last logged step."""
     for name in QUEUE:
         run, kept = run_dir(name), STASH / name
         state, stashed = _state(run), _state(kept)
-        print(f"{name:20s} step {state.get('step', 0):>7}  {'finished' if state.get('finished') else '':8s} "
-              f"{'running' if _locked(run) else '':7s}  stashed step {stashed.get('step', '-')}")
+        line = (f"{name:20s} step {state.get('step', 0):>7}  {'finished' if state.get('finished') else '':8s} "
+                f"{'running' if _locked(run) else '':7s}  stashed step {str(stashed.get('step', '-')):>7}")
+        progress, total = speed(run), _total_steps(run)
+        if not state.get("finished") and progress and progress[1] > 0 and total:
+            logged, rate = progress
+            line += f"  {rate:.2f} steps/s, {max(total - logged, 0) / rate / 3600:.1f} h to step {total:,}"
+        print(line)
 
 
 def main() -> None:

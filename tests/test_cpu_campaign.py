@@ -79,3 +79,19 @@ def test_ship_exports_a_finished_run_once_and_leaves_unfinished_ones(campaign, t
                                rtol=0, atol=0)
     assert not (tmp_path / "checkpoints" / "sraven-hyla").exists()
     assert campaign.ship() == []  # already shipped: nothing is overwritten
+
+
+def test_status_speed_is_recent_steps_over_training_time_and_skips_eval_rows_and_a_cut_line(campaign, tmp_path):
+    """`status` says how fast a run trains now: steps per second of training time (`elapsed_s`, which excludes the
+    time a run was stopped) over the last half hour, from the train rows of metrics.jsonl."""
+    rows = [{"step": 100 * i, "split": "train", "loss": 1.0, "elapsed_s": 60.0 * i} for i in range(1, 41)]
+    rows.insert(10, {"step": 1000, "split": "ood", "accuracy": 0.5})  # an evaluation row: no elapsed_s
+    lines = [json.dumps(r) for r in rows] + ['{"step": 4100, "split": "tra']  # cut short by a stop
+    (tmp_path / "metrics.jsonl").write_text("\n".join(lines))
+    # the last row is step 4000 at 2400 s; the window starts at the first row at or after 600 s: step 1000
+    step, rate = campaign.speed(tmp_path, window_s=1800.0)
+    assert step == 4000
+    assert rate == pytest.approx((4000 - 1000) / (2400 - 600))
+    assert campaign.speed(tmp_path / "absent") is None
+    (tmp_path / "metrics.jsonl").write_text(json.dumps(rows[0]))
+    assert campaign.speed(tmp_path) is None  # one row: no speed yet
