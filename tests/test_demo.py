@@ -181,6 +181,29 @@ def test_unknown_seeds_are_refused_before_anything_is_copied(shipped, tmp_path, 
     assert not (tmp_path / "d").exists()
 
 
+def test_without_variants_the_demo_analyses_the_shipped_ones_and_names_the_rest(shipped, tmp_path, capsys):
+    """A task whose core variants are not all shipped yet (here fuzzy logic without linear attention; SRAVEN while
+    its campaign runs): `latentcode demo` without --variants analyses the shipped ones and says which are missing,
+    in its notes and in demo.json."""
+    assert main(["demo", "--out", str(tmp_path / "d"), "--seeds", "0", "--n", "32", "--embed", "pca",
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "notes: not shipped yet, so not in this demo: fuzzy_logic-linear" in out
+    assert sorted(p.name for p in (tmp_path / "d").iterdir() if p.is_dir()) == ["hyla", "softmax"]
+    record = json.loads((tmp_path / "d" / "demo.json").read_text())
+    assert [row["variant"] for row in record["rows"]] == ["softmax", "hyla"]
+    assert record["notes"][0] == "not shipped yet, so not in this demo: fuzzy_logic-linear"
+
+
+def test_a_task_with_no_shipped_checkpoint_is_refused_naming_what_ships(shipped, tmp_path):
+    with pytest.raises(ValueError, match=r"no shipped checkpoint of task 'sraven' .*looked for sraven-softmax, "
+                                         r"sraven-linear, sraven-hyla; shipped: fuzzy_logic-hyla.*Pass --train"):
+        lc.demo(tmp_path / "d", task="sraven")
+    assert not (tmp_path / "d").exists()
+    with pytest.raises(ValueError, match="no shipped checkpoint named 'fuzzy_logic-linear'"):
+        lc.demo(tmp_path / "d", variants=["softmax", "linear"])  # named explicitly: every one must ship
+
+
 def test_seeds_with_train_are_refused_naming_the_flags_too(tmp_path, capsys):
     with pytest.raises(ValueError, match=r"CLI: --train\) with another seed, pass seed= \(CLI: --seed\) instead"):
         lc.demo(tmp_path / "d", train=True, seeds=[0, 1])

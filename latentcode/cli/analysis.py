@@ -259,8 +259,9 @@ def _add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
                              f"{DEMO_SETTINGS['task']} with --train)")
     parser.add_argument("--steps", type=int, default=DEMO_SETTINGS["steps"],
                         help=f"training steps per model (default: {DEMO_SETTINGS['steps']})")
-    parser.add_argument("--variants", type=_csv, default=["softmax", "linear", "hyla"],
-                        help="comma-separated variants (default: softmax,linear,hyla)")
+    parser.add_argument("--variants", type=_csv, default=None,
+                        help="comma-separated variants (default: softmax,linear,hyla; of the shipped checkpoints, "
+                             "those the task has)")
     parser.add_argument("--preset", default=DEMO_SETTINGS["preset"], metavar="PRESET",
                         help=f"model preset with --train, one of the task's: tiny, small, paper for the built-in "
                         f"tasks (default: {DEMO_SETTINGS['preset']}; tiny is a seconds-long smoke test)")

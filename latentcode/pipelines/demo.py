@@ -124,7 +124,7 @@ def demo(
     out_dir: str | os.PathLike = "runs/demo",
     *,
     train: bool = False,
-    variants: Sequence[str] = DEMO_VARIANTS,
+    variants: Sequence[str] | None = None,
     task: str | None = None,
     task_params: dict[str, Any] | None = None,
     preset: str = DEMO_SETTINGS["preset"],
@@ -157,7 +157,8 @@ def demo(
     Args:
         out_dir: folder for the runs (`out_dir/<variant>`), report.html, summary.json and demo.json.
         train: train small models instead of analysing the shipped checkpoints.
-        variants: model variants.
+        variants: model variants (None: softmax, linear and HYLA, and of the shipped checkpoints those the task
+            has; a variant named here that is not shipped is an error).
         task: the task (default: fuzzy_logic for the shipped checkpoints, `DEMO_SETTINGS["task"]` with `train`).
         task_params: task parameters when training (default: the task's `presets.demo_params`).
         preset: model preset when training.
@@ -206,14 +207,37 @@ def demo(
         if not seeds or any(isinstance(s, bool) or not isinstance(s, int) for s in seeds):
             raise ValueError(f"seeds={list(seeds)} (CLI: --seeds) must be a non-empty list of integers (or None: every "
                              "shipped seed)")
+    unshipped: list[str] = []
+    if variants is None:
+        variants, unshipped = _default_variants(task, train)
     previous = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
     try:
         return _demo(out_dir, train, variants, task, task_params, preset, steps, lr, n_samples, seed, device,
-                     embed_method, force, progress, inputs, seeds)
+                     embed_method, force, progress, inputs, seeds, unshipped)
     finally:
         torch.set_num_threads(previous)
+
+
+def _default_variants(task: str, train: bool) -> tuple[list[str], list[str]]:
+    """The variants a demo without `variants` analyses, and the core variants left out because the task has no
+    shipped checkpoint of them (logged). Training: all of `DEMO_VARIANTS`."""
+    from latentcode.rundir.pretrained import checkpoints_dir, list_pretrained
+
+    if train:
+        return list(DEMO_VARIANTS), []
+    shipped = set(list_pretrained())
+    variants = [v for v in DEMO_VARIANTS if f"{task}-{v}" in shipped]
+    unshipped = [f"{task}-{v}" for v in DEMO_VARIANTS if v not in variants]
+    if not variants:
+        raise ValueError(f"no shipped checkpoint of task {task!r} in {checkpoints_dir()} (looked for "
+                         f"{', '.join(unshipped)}; shipped: {', '.join(sorted(shipped)) or 'none'}). Pass --train "
+                         "(train=True) to train small models instead, or another --task")
+    if unshipped:
+        logger.warning("demo: %s not shipped yet; analysing %s only", ", ".join(unshipped),
+                       ", ".join(f"{task}-{v}" for v in variants))
+    return variants, unshipped
 
 
 def _demo_runs(out: Path, train: bool, variants: Sequence[str], task: str, task_params: dict[str, Any] | None,
@@ -263,7 +287,7 @@ def _extra_positions(task: Any) -> list[str]:
 def _demo(out: str | os.PathLike, train: bool, variants: Sequence[str], task: str,
           task_params: dict[str, Any] | None, preset: str, steps: int, lr: float, n_samples: int, seed: int,
           device: str, embed_method: str, force: bool, progress: bool | None, inputs: str | None,
-          seeds: Sequence[int] | None) -> DemoResult:
+          seeds: Sequence[int] | None, unshipped: Sequence[str] = ()) -> DemoResult:
     from latentcode.pipelines.analysis import decode_run, extract_run
     from latentcode.pipelines.run_codes import check_reading, run_config
     from latentcode.pipelines.run_report import report_with_notes, run_names
@@ -324,6 +348,7 @@ def _demo(out: str | os.PathLike, train: bool, variants: Sequence[str], task: st
     timings["report"] = time.perf_counter() - tick
     result = DemoResult(rows=rows, report=report.path, seconds=time.perf_counter() - start, metric=metric,
                         positions="paper", timings=timings, reading=reading,
-                        notes=[*([skipped] if skipped else []), *dead_layer_notes(rows), *notes])
+                        notes=[*([f"not shipped yet, so not in this demo: {', '.join(unshipped)}"] if unshipped else []),
+                               *([skipped] if skipped else []), *dead_layer_notes(rows), *notes])
     atomic_write_json(out / "demo.json", result.to_dict())
     return result
