@@ -6,7 +6,8 @@ them.
                                                       # hours left of a run under way
     python sweeps/cpu_campaign.py start --lanes 2     # restore stashed runs, then train the queue in the background
     python sweeps/cpu_campaign.py stash               # stop the trainings (each checkpoints), copy their resume
-                                                      # state to checkpoints/in-progress/<run>/ (then `git add` it)
+                                                      # state to checkpoints/in-progress/<run>/ (then `git add` it;
+                                                      # a finished run keeps its state there until it has shipped)
     python sweeps/cpu_campaign.py stash --restart 2   # the same mid-session: then start 2 lanes again at once
     python sweeps/cpu_campaign.py ship                # export each finished SRAVEN run to checkpoints/ (then
                                                       # `git add` it; the next stash drops its resume state)
@@ -165,17 +166,34 @@ def stash(timeout: float = 120.0) -> None:
         time.sleep(1)
     if _trainers():
         raise SystemExit("trainings still running after SIGTERM; stash again once they have exited")
+    stash_state()
+
+
+def stash_state() -> list[str]:
+    """Copy the resume state of every unfinished run to STASH/<run>/, and of every finished SRAVEN run that has not
+    shipped yet (so a fresh clone still has its final weights); drop the stash of a run that has shipped. Returns
+    the runs stashed."""
+    stashed = []
     for run in map(run_dir, QUEUE):
         state = _state(run)
         target = STASH / run.name
-        if not state or state.get("finished"):
-            if state.get("finished") and target.is_dir():
-                shutil.rmtree(target)  # finished runs ship as checkpoints/sraven-<variant>, not as resume state
+        if not state:
             continue
+        if state.get("finished"):
+            shipped = not run.name.startswith("sraven-") or (ROOT / "checkpoints" / shipped_name(run.name)).is_dir()
+            if shipped:
+                if target.is_dir():
+                    shutil.rmtree(target)  # it ships as checkpoints/sraven-<variant>, not as resume state
+                continue
+            print(f"{run.name} is finished but not shipped: run `python sweeps/cpu_campaign.py ship`, `git add "
+                  f"checkpoints/{shipped_name(run.name)}`, then stash again (its state is kept meanwhile)",
+                  file=sys.stderr)
         target.mkdir(parents=True, exist_ok=True)
         for name in RESUME_FILES:
             shutil.copy2(run / name, target / name)
-        print(f"stashed {run.name} at step {state['step']}")
+        print(f"stashed {run.name} at step {state['step']}" + (" (finished)" if state.get("finished") else ""))
+        stashed.append(run.name)
+    return stashed
 
 
 def shipped_name(name: str) -> str:

@@ -95,3 +95,35 @@ def test_status_speed_is_recent_steps_over_training_time_and_skips_eval_rows_and
     assert campaign.speed(tmp_path / "absent") is None
     (tmp_path / "metrics.jsonl").write_text(json.dumps(rows[0]))
     assert campaign.speed(tmp_path) is None  # one row: no speed yet
+
+
+def test_stash_keeps_a_finished_run_until_it_ships_and_drops_it_after(campaign, tmp_path, monkeypatch, capsys):
+    """The stash is what a fresh clone resumes from: a finished SRAVEN run whose checkpoint has not shipped yet
+    keeps its state there (dropping it would lose the final weights with the machine); a shipped one is dropped."""
+    monkeypatch.setattr(campaign, "ROOT", tmp_path)
+    monkeypatch.setattr(campaign, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(campaign, "STASH", tmp_path / "checkpoints" / "in-progress")
+    states = {"sraven-softmax-s0": {"step": 156250, "finished": True},  # finished, not shipped
+              "sraven-hyla-s0": {"step": 100, "finished": False},  # under way
+              "sraven-linear-s0": {"step": 156250, "finished": True}}  # finished and shipped
+    for name, state in states.items():
+        run = campaign.run_dir(name)
+        run.mkdir(parents=True)
+        for file in campaign.RESUME_FILES:
+            (run / file).write_text(f"{name} {file}")
+        (run / "train_state.json").write_text(json.dumps(state))
+    (tmp_path / "checkpoints" / "sraven-linear").mkdir(parents=True)
+    old = campaign.STASH / "sraven-linear-s0"
+    old.mkdir(parents=True)
+    (old / "train_state.json").write_text(json.dumps({"step": 150000, "finished": False}))
+
+    assert campaign.stash_state() == ["sraven-softmax-s0", "sraven-hyla-s0"]
+    for name in ("sraven-softmax-s0", "sraven-hyla-s0"):
+        for file in campaign.RESUME_FILES:
+            assert (campaign.STASH / name / file).read_bytes() == (campaign.run_dir(name) / file).read_bytes()
+    assert not old.exists()
+    assert "sraven-softmax-s0 is finished but not shipped" in capsys.readouterr().err
+
+    (tmp_path / "checkpoints" / "sraven-softmax").mkdir()  # `ship` has run
+    assert campaign.stash_state() == ["sraven-hyla-s0"]
+    assert not (campaign.STASH / "sraven-softmax-s0").exists()
