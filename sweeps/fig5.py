@@ -431,15 +431,16 @@ def _live_cell(cells: dict[str, dict[str, str]]) -> str:
 
 def table_emergence(base: str, names: list[str]) -> list[str]:
     """`latentcode emergence`'s tables (BASE/NAME/emergence.csv): per snapshot, held-out rule decoding per layer
-    beside the input-only control and the majority floor, the best layer's selectivity, the model's accuracy and
-    the percentage of live value-network units per layer (HYLA; n/a for linear value networks)."""
+    beside the input-only control and the majority floor, the selectivity of the layer that decodes best, the
+    model's accuracy and the percentage of live value-network units per layer (HYLA; n/a for linear value
+    networks)."""
     tables = {name: _csv(ROOT / base / name / "emergence.csv") for name in names
               if (ROOT / base / name / "emergence.csv").is_file()}
     layers = list(dict.fromkeys(r["layer"] for rows in tables.values() for r in rows)) or ["all"]
     after_step = len(layers) + 5  # the columns after model and step
     per_layer = "/".join(f"L{x}" for x in layers if x != "all")
     lines = ["| model | step | " + " | ".join("all layers" if x == "all" else f"layer {x}" for x in layers)
-             + f" | input-only | majority | selectivity, best layer | model OOD accuracy | live value units ({per_layer}) |",
+             + f" | input-only | majority | selectivity, best-decoding layer | model OOD accuracy | live value units ({per_layer}) |",
              "|---" * (after_step + 2) + "|"]
     for name in names:
         if name not in tables:

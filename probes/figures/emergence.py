@@ -86,10 +86,12 @@ class EmergenceFigure:
 
     def table(self) -> str:
         """The figure's numbers as text: one line per step, decoding per layer beside the input-only control, the
-        floors, the best layer's selectivity and the model's own accuracy; with live-unit fractions (HYLA), a last
-        column of the percentage of live value-network units per layer ("19/3/5/27%" for layers 0 to 3)."""
+        floors, the selectivity of the layer that decodes best and the model's own accuracy; with live-unit
+        fractions (HYLA), a last column of the percentage of live value-network units per layer ("19/3/5/27%" for
+        layers 0 to 3)."""
         layers = ["all layers" if layer == "all" else f"layer {layer}" for layer in self.layers]
-        header = ["step", *layers, "input-only", "majority", "chance", "selectivity (best layer)", "model OOD acc"]
+        header = ["step", *layers, "input-only", "majority", "chance", "selectivity (best-decoding layer)",
+                  "model OOD acc"]
         live = self.live_fraction if self.has_live_fraction else None
         per_layer = [i for i, layer in enumerate(self.layers) if layer != "all"]
         if live is not None:
