@@ -3,7 +3,7 @@ trained by lanes of one thread each, whose resume state is stashed in the reposi
 them.
 
     python sweeps/cpu_campaign.py status              # every run: step, finished, running, stashed; speed and
-                                                      # hours left of a run under way
+                                                      # hours left of a run under way, and of the whole queue
     python sweeps/cpu_campaign.py start --lanes 2     # restore stashed runs, then train the queue in the background
     python sweeps/cpu_campaign.py stash               # stop the trainings (each checkpoints), copy their resume
                                                       # state to checkpoints/in-progress/<run>/ (then `git add` it;
@@ -308,6 +308,43 @@ def status() -> None:
             logged, rate = progress
             line += f"  {rate:.2f} steps/s, {max(total - logged, 0) / rate / 3600:.1f} h to step {total:,}"
         print(line)
+    hours, unmeasured = queue_hours()
+    lanes = 2
+    print(f"left in the queue: {hours:.1f} lane-hours at the measured speeds (about {hours / lanes:.1f} h of the "
+          f"machine with {lanes} lanes)" + (f", plus {', '.join(unmeasured)}, whose variant has no measured speed "
+                                            "yet" if unmeasured else ""))
+
+
+def queue_hours() -> tuple[float, list[str]]:
+    """Training time the unfinished runs of the queue still need, in hours of one lane: each run's remaining steps at its
+    own recent speed, or, for a run not started yet, at the recent speed of a run of the same task and variant
+    (`speed`); and the runs for which no such speed exists. A run not started needs the steps of a started run of
+    its task (all of a task's queued runs train equally long)."""
+    def variant(name: str) -> str:
+        return "-".join(name.split("-")[:2])  # task-variant
+
+    rates: dict[str, float] = {}
+    steps: dict[str, int] = {}
+    for name in QUEUE:
+        run = run_dir(name)
+        progress, total = speed(run), _total_steps(run)
+        if progress and progress[1] > 0:
+            rates.setdefault(variant(name), progress[1])
+        if total:
+            steps.setdefault(name.split("-")[0], total)
+    hours, unmeasured = 0.0, []
+    for name in QUEUE:
+        run, state = run_dir(name), _state(run_dir(name))
+        if state.get("finished"):
+            continue
+        rate, total = rates.get(variant(name)), steps.get(name.split("-")[0])
+        if rate is None or total is None:
+            unmeasured.append(name)
+            continue
+        progress = speed(run)
+        done = progress[0] if progress else state.get("step", 0)
+        hours += max(total - done, 0) / rate / 3600
+    return hours, unmeasured
 
 
 def main() -> None:

@@ -127,3 +127,28 @@ def test_stash_keeps_a_finished_run_until_it_ships_and_drops_it_after(campaign, 
     (tmp_path / "checkpoints" / "sraven-softmax").mkdir()  # `ship` has run
     assert campaign.stash_state() == ["sraven-hyla-s0"]
     assert not (campaign.STASH / "sraven-softmax-s0").exists()
+
+
+def test_queue_hours_prices_each_unfinished_run_at_its_variants_measured_speed(campaign, tmp_path, monkeypatch):
+    """`status` ends with the training the queue still needs: a run under way at its own speed, a run not started at
+    the speed of its task and variant (here HYLA seed 0's, which finished), and a variant never trained is named
+    instead of guessed."""
+    monkeypatch.setattr(campaign, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(campaign, "STASH", tmp_path / "stash")
+
+    def make(name, rate, last_step, finished):
+        run = campaign.run_dir(name)
+        run.mkdir(parents=True)
+        (run / "config.json").write_text(json.dumps({"train": {"steps": 1000}}))
+        (run / "train_state.json").write_text(json.dumps({"step": last_step, "finished": finished}))
+        rows = [{"step": step, "split": "train", "elapsed_s": step / rate} for step in range(100, last_step + 1, 100)]
+        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    for name in campaign.FUZZY:
+        make(name, rate=50.0, last_step=1000, finished=True)
+    make("sraven-softmax-s0", rate=2.0, last_step=400, finished=False)
+    make("sraven-hyla-s0", rate=1.0, last_step=1000, finished=True)
+    hours, unmeasured = campaign.queue_hours()
+    expected_s = (1000 - 400) / 2.0 + 2 * 1000 / 2.0 + 2 * 1000 / 1.0  # softmax s0, s1, s2; HYLA s1, s2
+    assert hours == pytest.approx(expected_s / 3600)
+    assert unmeasured == ["sraven-linear-s0", "sraven-linear-s1", "sraven-linear-s2"]
