@@ -269,17 +269,9 @@ def speed(run: Path, window_s: float = 1800.0) -> tuple[int, float] | None:
     """The last logged step and the training steps per second over the run's last `window_s` seconds of training
     (metrics.jsonl's train rows; their `elapsed_s` counts training time only, across resumes), or None with fewer
     than two rows."""
-    path = run / "metrics.jsonl"
-    if not path.is_file():
-        return None
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:  # a line cut short by a stop mid-write
-            continue
-        if row.get("split") == "train" and "elapsed_s" in row:
-            rows.append(row)
+    from latentcode.rundir.checkpoint import read_metrics  # skips a last line cut short by a stop mid-write
+
+    rows = [r for r in read_metrics(run) if r.get("split") == "train" and "elapsed_s" in r]
     if len(rows) < 2:
         return None
     last = rows[-1]
@@ -298,50 +290,53 @@ def _total_steps(run: Path) -> int | None:
 def status() -> None:
     """One line per queued run: its checkpointed step, finished, running, stashed step, and for a run under way its
     recent speed and the training time it still needs at that speed from its last logged step."""
+    speeds = {name: speed(run_dir(name)) for name in QUEUE}
     for name in QUEUE:
         run, kept = run_dir(name), STASH / name
         state, stashed = _state(run), _state(kept)
         line = (f"{name:20s} step {state.get('step', 0):>7}  {'finished' if state.get('finished') else '':8s} "
                 f"{'running' if _locked(run) else '':7s}  stashed step {str(stashed.get('step', '-')):>7}")
-        progress, total = speed(run), _total_steps(run)
+        progress, total = speeds[name], _total_steps(run)
         if not state.get("finished") and progress and progress[1] > 0 and total:
             logged, rate = progress
             line += f"  {rate:.2f} steps/s, {max(total - logged, 0) / rate / 3600:.1f} h to step {total:,}"
         print(line)
-    hours, unmeasured = queue_hours()
+    hours, unmeasured = queue_hours(speeds)
     lanes = 2
     print(f"left in the queue: {hours:.1f} lane-hours at the measured speeds (about {hours / lanes:.1f} h of the "
           f"machine with {lanes} lanes)" + (f", plus {', '.join(unmeasured)}, whose variant has no measured speed "
                                             "yet" if unmeasured else ""))
 
 
-def queue_hours() -> tuple[float, list[str]]:
+def queue_hours(speeds: dict[str, tuple[int, float] | None] | None = None) -> tuple[float, list[str]]:
     """Training time the unfinished runs of the queue still need, in hours of one lane: each run's remaining steps at its
     own recent speed, or, for a run not started yet, at the recent speed of a run of the same task and variant
     (`speed`); and the runs for which no such speed exists. A run not started needs the steps of a started run of
-    its task (all of a task's queued runs train equally long)."""
+    its task (all of a task's queued runs train equally long). `speeds`: `speed` of each queued run, if already
+    read."""
     def variant(name: str) -> str:
         return "-".join(name.split("-")[:2])  # task-variant
 
+    if speeds is None:
+        speeds = {name: speed(run_dir(name)) for name in QUEUE}
     rates: dict[str, float] = {}
     steps: dict[str, int] = {}
     for name in QUEUE:
-        run = run_dir(name)
-        progress, total = speed(run), _total_steps(run)
+        progress, total = speeds[name], _total_steps(run_dir(name))
         if progress and progress[1] > 0:
             rates.setdefault(variant(name), progress[1])
         if total:
             steps.setdefault(name.split("-")[0], total)
     hours, unmeasured = 0.0, []
     for name in QUEUE:
-        run, state = run_dir(name), _state(run_dir(name))
+        state = _state(run_dir(name))
         if state.get("finished"):
             continue
         rate, total = rates.get(variant(name)), steps.get(name.split("-")[0])
         if rate is None or total is None:
             unmeasured.append(name)
             continue
-        progress = speed(run)
+        progress = speeds[name]
         done = progress[0] if progress else state.get("step", 0)
         hours += max(total - done, 0) / rate / 3600
     return hours, unmeasured
