@@ -222,6 +222,7 @@ def ship() -> list[str]:
 
 EMERGENCE = Path("results/emergence")
 TABLE_A1 = Path("results/table_a1_sraven.csv")
+ACCURACY_FIGURE = "docs/images/sraven_accuracy.png"
 
 
 def _committed_steps(name: str) -> set[int]:
@@ -240,7 +241,8 @@ def results() -> list[str]:
     """Bring the committed SRAVEN results up to the runs' snapshots (issue 19's routine after each one): for every
     queued SRAVEN run with a snapshot its committed emergence table lacks, `latentcode emergence --update` into
     results/emergence/<run>/ (CSV and JSON only; the figure files it also writes there are removed) and its docs
-    figure (`sweeps/fig5.py figure`); then, if anything changed, Table A1's SRAVEN CSV (`latentcode table
+    figure (`sweeps/fig5.py figure`); then, if anything changed, the accuracy-over-training figure of every run
+    with a table (`sweeps/fig5.py accuracy`), Table A1's SRAVEN CSV (`latentcode table
     --include-unfinished`) and the generated docs tables (`docs/gen_tables.py`). Returns the runs updated."""
     def call(*args: str) -> None:
         subprocess.run([sys.executable, *args], cwd=ROOT, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
@@ -258,6 +260,8 @@ def results() -> list[str]:
         call("sweeps/fig5.py", "figure", name, "--out", f"docs/images/{name.replace('-', '_')}_emergence.png")
         updated.append(name)
     if updated:
+        tables = [name for name in QUEUE if (ROOT / EMERGENCE / name / "emergence.csv").is_file()]
+        call("sweeps/fig5.py", "accuracy", *tables, "--out", ACCURACY_FIGURE)
         runs = sorted(str(p.relative_to(ROOT)) for p in (RUNS / "table_a1_sraven").glob("sraven-*")
                       if (p / "metrics.jsonl").is_file())
         call("-m", "latentcode", "table", *runs, "--include-unfinished", "--csv", str(TABLE_A1))

@@ -3,6 +3,7 @@
     python sweeps/fig5.py run RUN [--name NAME]     # every analysis of one model; one command per model
     python sweeps/fig5.py table KIND RESULTS...     # a Markdown table from committed results (docs/gen_tables.py)
     python sweeps/fig5.py figure NAME --out PNG     # the emergence figure of one model from its committed table
+    python sweeps/fig5.py accuracy NAME... --out PNG  # held-out accuracy of several models over training
 
 `run` reads the codes at the paper's reading (spec §4.1: query = the last token, keys = the last feature of panels
 7 and 8, instances unpermuted; `latentcode extract`'s default) and writes the big outputs (codes, figures) to
@@ -477,6 +478,61 @@ def cmd_figure(args: argparse.Namespace) -> int:
     return 0
 
 
+TRAINING_STEPS = 156_250
+"""Table A1's SRAVEN training length (issue 19), where the accuracy figure ends."""
+VARIANT_ORDER = ("softmax", "linear", "hyla")
+SEED_STYLES = ("-", "--", "-.", ":")
+
+
+def accuracy_series(base: str, name: str) -> tuple[list[int], list[float]]:
+    """(steps, the model's own held-out accuracy) of one model, from its committed emergence table (one point per
+    snapshot)."""
+    path = ROOT / base / name / "emergence.csv"
+    if not path.is_file():
+        found = sorted(p.parent.name for p in (ROOT / base).glob("*/emergence.csv"))
+        raise SystemExit(f"{base}/{name}/emergence.csv does not exist; models with a committed emergence table: "
+                         f"{', '.join(found) or 'none'} (`latentcode emergence RUN --out {base}/NAME` makes one)")
+    by_step = {int(r["step"]): float(r["model_accuracy"]) for r in _csv(path)}
+    return sorted(by_step), [by_step[step] for step in sorted(by_step)]
+
+
+def accuracy_figure(base: str, names: list[str]):
+    """Held-out accuracy over training of several SRAVEN models (`sraven-<variant>-s<seed>`), one colour per
+    variant and one line style per seed, each variant's final Table A1 value from the paper as a dotted line of
+    its colour, and the end of training marked: how far each run is, and whether one variant passes another."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.0, 4.3))
+    variants = sorted({name.split("-")[1] for name in names},
+                      key=lambda v: VARIANT_ORDER.index(v) if v in VARIANT_ORDER else len(VARIANT_ORDER))
+    colors = {variant: f"C{i}" for i, variant in enumerate(variants)}
+    for name in names:
+        variant, seed = name.split("-")[1], name.split("-")[2]
+        steps, accuracy = accuracy_series(base, name)
+        style = SEED_STYLES[int(seed.removeprefix("s")) % len(SEED_STYLES)] if seed[1:].isdigit() else "-"
+        ax.plot(steps, accuracy, style, marker="o", ms=3, color=colors[variant],
+                label=f"{name}: {accuracy[-1]:.3f} at step {steps[-1]:,}")
+    for variant in variants:
+        if variant in PAPER_OOD_ACC:
+            ax.axhline(PAPER_OOD_ACC[variant] / 100, color=colors[variant], ls=":", lw=1.2,
+                       label=f"paper, {variant}: {PAPER_OOD_ACC[variant] / 100:.3f} (final, mean of 3 seeds)")
+    ax.axvline(TRAINING_STEPS, color="0.6", lw=1, ls="--", label=f"end of training ({TRAINING_STEPS:,} steps)")
+    ax.set(xlim=(0, TRAINING_STEPS * 1.03), ylim=(0, 0.8), xlabel="training step",
+           ylabel="model accuracy on held-out rule combinations",
+           title="SRAVEN, Table A1 setting: held-out accuracy over training")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
+    return fig
+
+
+def cmd_accuracy(args: argparse.Namespace) -> int:
+    """The accuracy-over-training figure of several models from their committed emergence tables (PNG)."""
+    figure = accuracy_figure(args.base, args.names)
+    out = Path(args.out)
+    figure.savefig(out, dpi=150, bbox_inches="tight")
+    print(f"written: {out}")
+    return 0
+
+
 def cmd_table(args: argparse.Namespace) -> int:
     sys.stdout.write("\n".join(TABLES[args.kind](args.base, args.names)) + "\n")
     return 0
@@ -504,6 +560,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder of the tables, relative to the repository root (default: results/emergence)")
     figure.add_argument("--out", required=True, help="image file, e.g. docs/images/sraven_softmax_s0_emergence.png")
     figure.set_defaults(func=cmd_figure)
+    accuracy = sub.add_parser("accuracy", help="held-out accuracy over training of several models, from their "
+                              "committed emergence tables, beside the paper's final values")
+    accuracy.add_argument("names", nargs="+", help="models with results/emergence/NAME/emergence.csv, e.g. "
+                          "sraven-softmax-s0 sraven-hyla-s0")
+    accuracy.add_argument("--from", dest="base", default="results/emergence",
+                          help="folder of the tables, relative to the repository root (default: results/emergence)")
+    accuracy.add_argument("--out", required=True, help="image file, e.g. docs/images/sraven_accuracy.png")
+    accuracy.set_defaults(func=cmd_accuracy)
     args = parser.parse_args(argv)
     return args.func(args)
 

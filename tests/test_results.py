@@ -297,6 +297,38 @@ def test_fig5_names_its_results_by_the_step_of_the_weights_it_reads(tmp_path):
         fig5.results_name(tmp_path)
 
 
+def test_fig5_accuracy_figure_draws_each_models_committed_accuracy_beside_the_papers(tmp_path):
+    """One line per model through its table's model accuracy, one point per step (a table has a row per layer),
+    in step order; seeds of a variant share its colour and the paper's final value is a line of that colour."""
+    import matplotlib
+
+    matplotlib.use("agg")
+    fig5 = _fig5_script()
+    tables = {"sraven-softmax-s0": {20000: 0.42, 10000: 0.31}, "sraven-softmax-s1": {10000: 0.29},
+              "sraven-hyla-s0": {10000: 0.17, 20000: 0.18, 30000: 0.2}}
+    for name, accuracy in tables.items():
+        (tmp_path / name).mkdir()
+        with (tmp_path / name / "emergence.csv").open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["step", "layer", "decoding", "model_accuracy"])
+            for step, value in accuracy.items():  # written out of step order, two layers per step
+                writer.writerows([[step, "0", 0.5, value], [step, "all", 0.6, value]])
+    figure = fig5.accuracy_figure(str(tmp_path), list(tables))
+    lines = {line.get_label().split(":")[0]: line for line in figure.axes[0].get_lines()}
+    for name, accuracy in tables.items():
+        assert list(lines[name].get_xdata()) == sorted(accuracy)
+        assert list(lines[name].get_ydata()) == [accuracy[step] for step in sorted(accuracy)]
+    assert lines["sraven-softmax-s0"].get_color() == lines["sraven-softmax-s1"].get_color()
+    assert lines["sraven-softmax-s0"].get_color() != lines["sraven-hyla-s0"].get_color()
+    assert lines["sraven-softmax-s0"].get_linestyle() != lines["sraven-softmax-s1"].get_linestyle()
+    assert list(lines["paper, hyla"].get_ydata()) == pytest.approx([0.6913, 0.6913])
+    assert lines["paper, hyla"].get_color() == lines["sraven-hyla-s0"].get_color()
+    assert "sraven-hyla-s0: 0.200 at step 30,000" in [line.get_label() for line in lines.values()]
+    with pytest.raises(SystemExit, match="sraven-linear-s0/emergence.csv does not exist; models with a committed "
+                       "emergence table: sraven-hyla-s0, sraven-softmax-s0, sraven-softmax-s1"):
+        fig5.accuracy_figure(str(tmp_path), ["sraven-linear-s0"])
+
+
 def test_fig5_claims_give_no_verdict_without_results_or_without_a_transfer_control(tmp_path):
     fig5 = _fig5_script()
     assert fig5.table_claims(str(tmp_path), ["sraven-x-s0"])[-1] == "| every claim | no results for sraven-x-s0 yet |"
