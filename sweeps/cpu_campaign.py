@@ -262,11 +262,18 @@ def results() -> list[str]:
     if updated:
         tables = [name for name in QUEUE if (ROOT / EMERGENCE / name / "emergence.csv").is_file()]
         call("sweeps/fig5.py", "accuracy", *tables, "--out", ACCURACY_FIGURE)
-        runs = sorted(str(p.relative_to(ROOT)) for p in (RUNS / "table_a1_sraven").glob("sraven-*")
-                      if (p / "metrics.jsonl").is_file())
+        runs = sorted(str(p.relative_to(ROOT)) for p in (RUNS / "table_a1_sraven").glob("sraven-*") if _evaluated(p))
         call("-m", "latentcode", "table", *runs, "--include-unfinished", "--csv", str(TABLE_A1))
         call("docs/gen_tables.py")
     return updated
+
+
+def _evaluated(run: Path) -> bool:
+    """Whether a run has evaluated at least once (`latentcode table` refuses a run that has not: one just started
+    by a lane has a metrics.jsonl of training lines only)."""
+    from latentcode.rundir.checkpoint import read_metrics
+
+    return (run / "metrics.jsonl").is_file() and any(r.get("split") == "test" for r in read_metrics(run))
 
 
 def speed(run: Path, window_s: float = 1800.0) -> tuple[int, float] | None:
