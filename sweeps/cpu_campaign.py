@@ -180,7 +180,9 @@ def stash_state() -> list[str]:
         if not state:
             continue
         if state.get("finished"):
-            shipped = not run.name.startswith("sraven-") or (ROOT / "checkpoints" / shipped_name(run.name)).is_dir()
+            # beside the stash it resolves to: from a worktree whose in-progress folder links to the main
+            # checkout's, that checkout's checkpoints/ is where `ship` wrote
+            shipped = not run.name.startswith("sraven-") or (STASH.resolve().parent / shipped_name(run.name)).is_dir()
             if shipped:
                 if target.is_dir():
                     shutil.rmtree(target)  # it ships as checkpoints/sraven-<variant>, not as resume state

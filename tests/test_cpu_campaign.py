@@ -129,6 +129,30 @@ def test_stash_keeps_a_finished_run_until_it_ships_and_drops_it_after(campaign, 
     assert not (campaign.STASH / "sraven-softmax-s0").exists()
 
 
+def test_stash_from_a_worktree_sees_the_checkpoint_shipped_into_the_main_checkout(campaign, tmp_path, monkeypatch):
+    """The campaign trains from a frozen worktree whose checkpoints/in-progress links to the main checkout's, and
+    `ship` writes into the main checkout: a stash run from the worktree must drop the shipped run's state too."""
+    main, frozen = tmp_path / "main", tmp_path / "frozen"
+    (main / "checkpoints" / "in-progress").mkdir(parents=True)
+    (main / "checkpoints" / "sraven-softmax").mkdir()  # shipped into main
+    (frozen / "checkpoints").mkdir(parents=True)
+    (frozen / "checkpoints" / "in-progress").symlink_to(main / "checkpoints" / "in-progress")
+    monkeypatch.setattr(campaign, "ROOT", frozen)
+    monkeypatch.setattr(campaign, "RUNS", frozen / "runs")
+    monkeypatch.setattr(campaign, "STASH", frozen / "checkpoints" / "in-progress")
+    run = campaign.run_dir("sraven-softmax-s0")
+    run.mkdir(parents=True)
+    for file in campaign.RESUME_FILES:
+        (run / file).write_text(file)
+    (run / "train_state.json").write_text(json.dumps({"step": 156250, "finished": True}))
+    old = main / "checkpoints" / "in-progress" / "sraven-softmax-s0"
+    old.mkdir()
+    (old / "train_state.json").write_text(json.dumps({"step": 140000, "finished": False}))
+
+    assert campaign.stash_state() == []
+    assert not old.exists()
+
+
 def test_queue_hours_prices_each_unfinished_run_at_its_variants_measured_speed(campaign, tmp_path, monkeypatch):
     """`status` ends with the training the queue still needs: a run under way at its own speed, a run not started at
     the speed of its task and variant (here HYLA seed 0's, which finished), and a variant never trained is named
