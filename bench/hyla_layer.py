@@ -2,8 +2,8 @@
 
 1. RMSHead: the hand-written `_RMSHead` (codes stored query-major) against torch's `F.rms_norm` over a head-last
    layout, forward + backward of a [128, 16, 36, 36] score tensor.
-2. Recomputing the layer in batch chunks small enough for the cache (`torch.utils.checkpoint` per chunk) against
-   the plain layer, forward + backward.
+2. Recomputing the layer in batch chunks small enough for the cache (`torch.utils.checkpoint` per chunk), and the
+   fused numba kernel (`latentcode/model/hyla_kernel.py`), against the plain layer, forward + backward.
 
 Both run with glibc keeping freed memory (`latentcode.training._allocator`), as training does. Not a test: nothing
 here asserts a timing.
@@ -61,6 +61,9 @@ def chunked(chunks: list[int], repeats: int) -> dict[str, float]:
         return attn.project_out(z)
 
     out = {"plain layer": _ms(lambda: attn(x).sum().backward(), repeats)}
+    attn.fused_core = True  # latentcode/model/hyla_kernel.py, what training on a CPU runs since fused_attention
+    out["fused kernel (hyla_kernel.py)"] = _ms(lambda: attn(x).sum().backward(), repeats)
+    attn.fused_core = False
     for size in chunks:
         out[f"recomputed in chunks of {size}"] = _ms(lambda size=size: by_chunks(size).sum().backward(), repeats)
     return out

@@ -20,6 +20,7 @@ import time
 import torch
 
 from latentcode.config import VARIANTS, model_config, train_config
+from latentcode.model.attention import set_fused_attention
 from latentcode.model.transformer import Transformer
 from latentcode.tasks import get_task
 from latentcode.training._allocator import keep_freed_memory
@@ -33,19 +34,21 @@ JAX_REFERENCE = {  # steps/s of the authors' JAX code on this 2-core CPU, batch 
 MOE = tuple(v for v in VARIANTS if v.endswith("+moe"))
 
 
-def setup(task_name: str, variant: str, batch_size: int, device: torch.device, fuzzy_seq_len: int | None = None):
+def setup(task_name: str, variant: str, batch_size: int, device: torch.device, fuzzy_seq_len: int | None = None,
+          fused_attention: bool = True):
     # paper defaults (fuzzy logic: seq_len 16; Table A1 uses 32)
     task = get_task(task_name, **({"seq_len": fuzzy_seq_len} if task_name == "fuzzy_logic" and fuzzy_seq_len else {}))
-    cfg = train_config(task_name, "paper", batch_size=batch_size)
+    cfg = train_config(task_name, "paper", batch_size=batch_size, fused_attention=fused_attention)
     torch.manual_seed(0)
     model = Transformer(model_config(task, variant, "paper")).to(device).train()
+    set_fused_attention(model, cfg.fused_attention)  # as train() does
     optimizer = build_optimizer(model, cfg, device)
     return task, cfg, model, make_train_step(model, task, optimizer, cfg, device)
 
 
 def measure(task_name: str, variant: str, *, batch_size: int, warmup: int, seconds: float,
-            device: torch.device, fuzzy_seq_len: int | None = None) -> dict:
-    task, cfg, model, step_fn = setup(task_name, variant, batch_size, device, fuzzy_seq_len)
+            device: torch.device, fuzzy_seq_len: int | None = None, fused_attention: bool = True) -> dict:
+    task, cfg, model, step_fn = setup(task_name, variant, batch_size, device, fuzzy_seq_len, fused_attention)
     sample_s = 0.0
 
     def one(step: int) -> None:
@@ -90,11 +93,11 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def profile(task_name: str, variant: str, batch_size: int, device: torch.device) -> None:
+def profile(task_name: str, variant: str, batch_size: int, device: torch.device, fused_attention: bool = True) -> None:
     from torch.profiler import ProfilerActivity, record_function
     from torch.profiler import profile as torch_profile
 
-    task, cfg, model, _ = setup(task_name, variant, batch_size, device)
+    task, cfg, model, _ = setup(task_name, variant, batch_size, device, fused_attention=fused_attention)
     optimizer = build_optimizer(model, cfg, device)
     for step in range(1, 4):
         batch = task.sample(batch_size, "train", seed=step, device=device)
@@ -130,6 +133,9 @@ def main() -> None:
     parser.add_argument("--profile", nargs=2, metavar=("TASK", "VARIANT"), help="profile one model instead")
     parser.add_argument("--default-allocator", action="store_true",
                         help="keep glibc's default mmap/trim thresholds (what latentcode.training.train used before 0.2)")
+    parser.add_argument("--plain-attention", action="store_true",
+                        help="train HYLA through the plain torch attention path (fused_attention=False, as runs "
+                             "written before it existed)")
     args = parser.parse_args()
     allocator = "glibc defaults" if args.default_allocator else (
         "mallopt thresholds raised" if keep_freed_memory() else "platform default")
@@ -137,19 +143,21 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     if args.profile:
-        profile(*args.profile, args.batch_size, device)
+        profile(*args.profile, args.batch_size, device, fused_attention=not args.plain_attention)
         return
     variants = list(args.variants) + (list(MOE) if args.moe else [])
     rows = []
     for task_name in args.tasks:
         for variant in variants:
             rows.append(measure(task_name, variant, batch_size=args.batch_size, warmup=args.warmup,
-                                seconds=args.seconds, device=device, fuzzy_seq_len=args.fuzzy_seq_len))
+                                seconds=args.seconds, device=device, fuzzy_seq_len=args.fuzzy_seq_len,
+                                fused_attention=not args.plain_attention))
             r = rows[-1]
             print(f"# {task_name} {variant}: {r['steps_per_s']:.2f} steps/s", flush=True)
     print(f"\nMachine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, torch "
           f"{torch.__version__}, {torch.get_num_threads()} threads, device {device}, batch {args.batch_size}, "
-          f"load average {os.getloadavg()[0]:.1f} at the end, allocator: {allocator}\n")
+          f"load average {os.getloadavg()[0]:.1f} at the end, allocator: {allocator}, attention: "
+          f"{'plain' if args.plain_attention else 'fused (HYLA on a CPU)'}\n")
     print(table(rows))
 
 

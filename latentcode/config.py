@@ -70,6 +70,11 @@ class TrainConfig:
     """'optax': the reference's `optax.warmup_cosine_decay_schedule` exactly (update 1 has lr 0, the cosine spans
     steps - 2 * warmup updates and the floor holds for the last `warmup`). 'v0.1': latentcode 0.1's schedule, one
     update ahead and reaching the floor at the last step; runs whose config.json predates this field load with it."""
+    fused_attention: bool = True
+    """On a CPU, train HYLA layers through one numba kernel (`latentcode/model/hyla_kernel.py`) that never stores
+    the codes and recomputes them in the backward pass: the same arithmetic in another order, so it agrees with the
+    plain path to rounding, not bitwise. Evaluation, extraction and hooked passes use the plain path. Runs whose
+    config.json predates this field load with False and resume exactly as they were trained."""
 
     def __post_init__(self) -> None:
         positive = ("steps", "batch_size", "eval_every", "eval_samples", "log_every", "checkpoint_every")
@@ -99,9 +104,9 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         """The config a `to_dict` wrote; a dict without `lr_schedule` (written before 0.2) gets 'v0.1', the
-        schedule that run was trained with."""
+        schedule that run was trained with, and one without `fused_attention` gets False (its plain attention path)."""
         _check_fields(cls, data, "TrainConfig")
-        data = {"lr_schedule": "v0.1", **data}
+        data = {"lr_schedule": "v0.1", "fused_attention": False, **data}
         if "adam_betas" in data:
             data["adam_betas"] = tuple(data["adam_betas"])
         return cls(**data)

@@ -137,3 +137,30 @@ def test_learning_rate_schedule_matches_optax(name, task):
     ref = np.array(schedule["lr"])
     assert ours[0] == 0.0
     np.testing.assert_allclose(ours, ref, rtol=0, atol=2e-10)
+
+
+@pytest.mark.parametrize("task", ["fuzzy_logic", "sraven"])
+def test_hyla_training_through_the_fused_kernel_matches_the_reference(task, monkeypatch):
+    """What HYLA training on a CPU runs by default (`TrainConfig.fused_attention`, the numba kernel): the training
+    forward (`keep_last`) and gradients, in training mode with attention dropout off, against the reference."""
+    from latentcode.model import hyla_kernel
+    from latentcode.model.attention import set_fused_attention
+
+    assert train_config(task, "paper").fused_attention
+    fixture = _load(task, "hyla")
+    cfg = model_config(get_task(task, **TASK_PARAMS[task]), "hyla", preset="paper", attn_dropout=0.0)
+    model = Transformer(cfg).to(torch.float64)
+    model.load_state_dict(_model(task, "hyla", fixture).state_dict())
+    set_fused_attention(model)
+    calls = []
+    real = hyla_kernel.HylaCore.apply
+    monkeypatch.setattr(hyla_kernel.HylaCore, "apply", lambda *args: calls.append(1) or real(*args))
+    k = READOUT[task]
+    out = model.train()(torch.from_numpy(fixture["x"]), keep_last=k)
+    assert len(calls) == cfg.n_layers
+    assert float((out - torch.from_numpy(fixture["out"][:, -k:])).abs().max()) <= 1e-13 * max(
+        np.abs(fixture["out"]).max(), 1.0)
+    _reference_loss(task, out, torch.from_numpy(fixture["y"])).backward()  # it reads the last READOUT outputs
+    for name, p in model.named_parameters():
+        key = f"grad_x64pos/{name}" if name.endswith("position_bias.weight") else f"grad/{name}"
+        assert _rel_err(p.grad, fixture[key]) <= 1e-12, name

@@ -1,7 +1,7 @@
 """Multi-head attention covering every variant of the paper: one fixed dataflow with two swappable steps.
 
 forward = `qkv` -> `scores` -> `normalize` (score_norm) -> attention dropout -> `value_network` (value_net) ->
-`project_out`. Attention is computed explicitly (no fused kernel), so every step has a hook, and hooks may edit
+`project_out`. (While HYLA trains on a CPU, the three middle steps can run as one kernel, `hyla_kernel.py`.) Attention is computed explicitly (no fused kernel), so every step has a hook, and hooks may edit
 their tensors in place (`EditableHookPoint`). The hypernetwork reading of the same layer (explicit generated
 weights, a loop over query-key pairs) lives in `hypernetwork.py`, reuses these methods, and is held equal to this
 batched form by the tests.
@@ -24,6 +24,7 @@ from torch.autograd.function import once_differentiable
 from transformer_lens.hook_points import HookPoint
 
 from latentcode.config import ModelConfig
+from latentcode.model.hyla_kernel import hyla_core
 from latentcode.model.position import RelativePositionBias
 
 
@@ -77,6 +78,10 @@ class _RMSHead(torch.autograd.Function):
         return grad_scores.mul_(rms_inv), None, None
 
 
+def _hooked(module: nn.Module) -> bool:
+    return bool(module._forward_hooks or module._forward_pre_hooks or module._backward_hooks)
+
+
 class EditableHookPoint(HookPoint):
     """A `HookPoint` whose forward hooks may edit the activation in place (`pattern[:, 0] = 0`), with gradients on.
 
@@ -121,6 +126,9 @@ class MultiHeadAttention(nn.Module):
         self.act = ACTIVATIONS[cfg.value_act]
         self.scale = 1.0 / math.sqrt(Dqk)
         self.fused_kernels = True  # hand-written RMSHead backward; the ensemble trainer turns it off for vmap
+        # HYLA's attention core as one numba kernel while training on a CPU (`hyla_kernel.py`); the trainer turns it
+        # on for runs with TrainConfig.fused_attention
+        self.fused_core = False
         # Editable where autograd would refuse an in-place edit (a saved output, views of one matmul); the scores
         # and z are fresh tensors that nothing saves.
         self.hook_q = EditableHookPoint()  # [batch, pos, head_index, d_head_qk]
@@ -152,11 +160,34 @@ class MultiHeadAttention(nn.Module):
         if keep_last is not None:
             q = q[:, -keep_last:]
         q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
+        if self.uses_fused_core(q):
+            Q, K = q.shape[1], k.shape[1]
+            bias = self.position_bias(Q, K) if self.position_bias is not None else None
+            keep = self.dropout_mask(q.new_empty(0, 0, Q, K)) if self.cfg.attn_dropout > 0 else None
+            z = self.hook_z(hyla_core(q, k, v, bias, keep, self.scale, self.cfg.rms_eps))
+            return self.project_out(z)
         scores = self.hook_attn_scores(self.scores(q, k))
         pattern = self.hook_pattern(self.normalize(scores))
         keep = self.dropout_mask(pattern) if self.training and self.cfg.attn_dropout > 0 else None
         z = self.hook_z(self.value_network(pattern, v, keep))
         return self.project_out(z)
+
+    def uses_fused_core(self, q: Tensor) -> bool:
+        """Whether this forward pass runs through `hyla_core`: `fused_core` is on, the layer is HYLA (rms_head
+        codes, relu mlp value network, not causal) in training mode with gradients, on a CPU in float32 or float64,
+        and nothing is hooked onto the codes (the kernel never makes them). Evaluation and extraction always take
+        the plain path."""
+        cfg = self.cfg
+        return (
+            self.fused_core
+            and self.fused_kernels
+            and self.training
+            and torch.is_grad_enabled()
+            and (cfg.score_norm, cfg.value_net, cfg.value_act, cfg.causal) == ("rms_head", "mlp", "relu", False)
+            and q.device.type == "cpu"
+            and q.dtype in (torch.float32, torch.float64)
+            and not any(_hooked(point) for point in (self.hook_attn_scores, self.hook_pattern, self.hook_value_hidden))
+        )
 
     def qkv(
         self, x: Float[Tensor, "batch pos d_model"]
@@ -245,3 +276,11 @@ class MultiHeadAttention(nn.Module):
     ) -> Float[Tensor, "batch pos d_model"]:
         """sum_h z[h] W_O[h] + b_O."""
         return F.linear(z.flatten(-2), self.W_O.flatten(0, 1).T, self.b_O)
+
+
+def set_fused_attention(model: nn.Module, on: bool = True) -> None:
+    """Turn `MultiHeadAttention.fused_core` on or off in every attention layer of `model` (what the trainer does
+    with `TrainConfig.fused_attention`)."""
+    for module in model.modules():
+        if isinstance(module, MultiHeadAttention):
+            module.fused_core = on

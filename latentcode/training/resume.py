@@ -24,10 +24,11 @@ logger = logging.getLogger(__name__)
 
 RESUME_IGNORES = ("device", "compile", "snapshots", "checkpoint_every")
 """TrainConfig fields that may change when a run is resumed (they do not change the numbers on CPU)."""
-RESUME_KEEPS = ("autocast", "lr_schedule")
+RESUME_KEEPS = ("autocast", "lr_schedule", "fused_attention")
 """TrainConfig fields a resumed run keeps from its config.json whatever the request says: they change the numbers,
 so a run keeps them from start to end (runs started before fp32 became the default resume in bf16, runs started
-before 0.2 with the 'v0.1' learning-rate schedule)."""
+before 0.2 with the 'v0.1' learning-rate schedule, runs started before the fused HYLA kernel with the plain
+attention path)."""
 RESUME_KEEPS_MODEL = ("act_fn",)
 """ModelConfig fields a resumed run keeps from its config.json (runs started before 0.2 keep the exact GELU)."""
 

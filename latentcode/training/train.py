@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 
 from latentcode.config import ModelConfig, TrainConfig
 from latentcode.constants import MODEL_FILE
+from latentcode.model.attention import set_fused_attention
 from latentcode.model.transformer import Transformer
 from latentcode.rundir.checkpoint import Run, RunConfig, read_metrics, truncate_metrics
 from latentcode.rundir.directory import remove_run_files, remove_stale_temp_files
@@ -226,6 +227,7 @@ def _train(
     allow_tf32(device)
     torch.manual_seed(cfg.seed)
     model = Transformer(model_cfg).to(device)
+    set_fused_attention(model, cfg.fused_attention)
     optimizer = build_optimizer(model, cfg, device)
     if state is not None:
         state = load_checkpoint(out, model, optimizer)
