@@ -470,7 +470,8 @@ def cmd_figure(args: argparse.Namespace) -> int:
 
     rows = _csv(ROOT / args.base / args.name / "emergence.csv")
     steps = sorted({int(r["step"]) for r in rows})
-    figure = emergence_figure(rows, title=f"When do rule codes appear? {args.name}, steps {steps[0]:,}–{steps[-1]:,} "
+    span = f"step {steps[0]:,}" if len(steps) == 1 else f"steps {steps[0]:,}–{steps[-1]:,}"
+    figure = emergence_figure(rows, title=f"When do rule codes appear? {args.name}, {span} "
                                           "of 156,250 (held-out rule combinations)")
     out = Path(args.out)
     save_figure(figure, out.with_suffix(""), formats=(out.suffix.lstrip(".") or "png",))
