@@ -427,7 +427,9 @@ def _live_cell(cells: dict[str, dict[str, str]]) -> str:
               for layer, r in cells.items() if layer != "all"]
     if all(math.isnan(v) for v in values):
         return "n/a"
-    return "/".join("–" if math.isnan(v) else f"{100 * v:.0f}" for v in values) + "%"
+    from probes.figures.emergence import format_live_percent
+
+    return format_live_percent(values)
 
 
 def table_emergence(base: str, names: list[str]) -> list[str]:

@@ -102,7 +102,9 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 
 def _live(cell: str) -> str:
-    return "/".join(f"{100 * float(v):.0f}" for v in cell.split(";")) + "%" if cell else "n/a"
+    from probes.figures.emergence import format_live_percent
+
+    return format_live_percent([float(v) for v in cell.split(";")]) if cell else "n/a"
 
 
 def cmd_table(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ import pytest
 import torch
 from helpers import tiny_model_config
 
-from latentcode.config import TrainConfig, VARIANTS, model_config, train_config
+from latentcode.config import VARIANTS, TrainConfig, model_config, train_config
 from latentcode.model import hyla_kernel
 from latentcode.model.attention import MultiHeadAttention, set_fused_attention
 from latentcode.model.transformer import Transformer
@@ -128,3 +128,30 @@ def test_training_with_the_kernel_follows_the_plain_training_run(tmp_path, kerne
     assert fused.config.train.fused_attention and not plain.config.train.fused_attention
     for (name, a), b in zip(fused.model.state_dict().items(), plain.model.state_dict().values(), strict=True):
         assert float((a - b).abs().max()) <= 1e-4 * max(float(b.abs().max()), 1e-3), name
+
+
+def test_a_run_written_before_the_field_resumes_on_the_plain_path_bitwise(tmp_path, kernel_calls, caplog):
+    """The SRAVEN campaign's HYLA seed 0 case: config.json without `fused_attention`, resumed with today's
+    defaults requested. It keeps the plain path (the kernel never runs), ends bitwise where a straight plain run
+    ends, and says so at INFO, not as a warning."""
+    import json
+
+    import safetensors.torch
+
+    task = get_task("fuzzy_logic")
+    mcfg = model_config(task, "hyla", "tiny")
+    tcfg = train_config("fuzzy_logic", "tiny", steps=6, warmup=1, log_every=2, eval_every=6, checkpoint_every=100)
+    plain_cfg = dataclasses.replace(tcfg, fused_attention=False)
+    torch.set_num_threads(1)
+    straight = train(mcfg, task, plain_cfg, tmp_path / "straight", progress=False)
+    train(mcfg, task, plain_cfg, tmp_path / "old", progress=False, time_limit=0.0)
+    config = json.loads((tmp_path / "old" / "config.json").read_text())
+    del config["train"]["fused_attention"]  # as the code before the field wrote it
+    (tmp_path / "old" / "config.json").write_text(json.dumps(config))
+    with caplog.at_level("INFO", logger="latentcode.training.resume"):
+        run = train(mcfg, task, tcfg, tmp_path / "old", resume=True, progress=False)
+    assert run.step == 6 and run.config.train.fused_attention is False and not kernel_calls
+    kept = [r for r in caplog.records if "fused_attention=False" in r.getMessage()]
+    assert kept and all(r.levelname == "INFO" for r in kept)
+    a, b = (safetensors.torch.load_file(str(p / "model.safetensors")) for p in (straight.path, run.path))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -29,6 +29,8 @@ RESUME_KEEPS = ("autocast", "lr_schedule", "fused_attention")
 so a run keeps them from start to end (runs started before fp32 became the default resume in bf16, runs started
 before 0.2 with the 'v0.1' learning-rate schedule, runs started before the fused HYLA kernel with the plain
 attention path)."""
+RESUME_KEEPS_QUIETLY = ("fused_attention",)
+"""Kept fields that are logged at INFO, not WARNING: keeping them changes the rounding and the speed, not the model."""
 RESUME_KEEPS_MODEL = ("act_fn",)
 """ModelConfig fields a resumed run keeps from its config.json (runs started before 0.2 keep the exact GELU)."""
 
@@ -69,8 +71,10 @@ def kept_on_resume(out: Path, run_cfg: RunConfig) -> RunConfig:
         mine, theirs = getattr(saved, section), getattr(run_cfg, section)
         kept = {name: getattr(mine, name) for name in names if getattr(mine, name) != getattr(theirs, name)}
         if kept:
-            logger.warning("resuming %s with %s, as it was started (its %s): a run keeps these settings to the end",
-                           out, ", ".join(f"{section}.{k}={v}" for k, v in kept.items()), CONFIG_FILE)
+            # a kept fused_attention changes only the rounding (and the speed), so it is not worth a warning
+            level = logging.INFO if set(kept) <= set(RESUME_KEEPS_QUIETLY) else logging.WARNING
+            logger.log(level, "resuming %s with %s, as it was started (its %s): a run keeps these settings to the "
+                       "end", out, ", ".join(f"{section}.{k}={v}" for k, v in kept.items()), CONFIG_FILE)
             changes[section] = dataclasses.replace(theirs, **kept)
     return dataclasses.replace(run_cfg, **changes) if changes else run_cfg
 
