@@ -73,8 +73,9 @@ class TrainConfig:
     fused_attention: bool = True
     """On a CPU, train HYLA layers through one numba kernel (`latentcode/model/hyla_kernel.py`) that never stores
     the codes and recomputes them in the backward pass: the same arithmetic in another order, so it agrees with the
-    plain path to rounding, not bitwise. Evaluation, extraction and hooked passes use the plain path. Runs whose
-    config.json predates this field load with False and resume exactly as they were trained."""
+    plain path to rounding, not bitwise. Evaluation, extraction, hooked passes and `train_ensemble` (which batches
+    models with vmap) use the plain path. Runs whose config.json predates this field load with False and resume
+    exactly as they were trained."""
 
     def __post_init__(self) -> None:
         positive = ("steps", "batch_size", "eval_every", "eval_samples", "log_every", "checkpoint_every")

@@ -21,6 +21,7 @@ Layouts inside the kernels put the head axis last (contiguous, so the loops over
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 from typing import Any
 
@@ -133,7 +134,9 @@ def _kernels() -> tuple[Any, Any]:
     import numba
 
     jit = numba.njit(cache=True, fastmath=_FASTMATH, boundscheck=False, nogil=True, error_model="numpy")
-    return jit(_forward_kernel), jit(_backward_kernel)
+    # unwrap: a runtime type checker's import hook (jaxtyping's, as the test suite installs it) may have wrapped
+    # the Python functions, and numba compiles the function itself
+    return jit(inspect.unwrap(_forward_kernel)), jit(inspect.unwrap(_backward_kernel))
 
 
 def _head_last(x: Tensor) -> np.ndarray:
