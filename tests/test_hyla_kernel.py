@@ -155,3 +155,24 @@ def test_a_run_written_before_the_field_resumes_on_the_plain_path_bitwise(tmp_pa
     assert kept and all(r.levelname == "INFO" for r in kept)
     a, b = (safetensors.torch.load_file(str(p / "model.safetensors")) for p in (straight.path, run.path))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_transformer_lens_backward_hook_on_the_codes_takes_the_plain_path(kernel_calls):
+    """`bwd_hooks` (gradients of the codes, as attribution methods read them) register a full backward hook, which
+    the kernel could not serve: that layer runs plain and its hook sees the gradient; the other layer stays fused."""
+    torch.manual_seed(0)
+    model = Transformer(tiny_model_config(**VARIANTS["hyla"], variant="hyla")).train()
+    set_fused_attention(model)
+    seen = []
+    with model.hooks(bwd_hooks=[("blocks.0.attn.hook_pattern", lambda grad, hook: seen.append(grad.shape))]):
+        model(torch.randn(2, 6, 5)).sum().backward()
+    assert seen == [(2, 4, 6, 6)] and len(kernel_calls) == 1
+
+
+def test_a_retained_graph_backs_up_twice_with_the_same_gradients():
+    attn = hyla_attention()
+    attn.fused_core = True
+    x = torch.randn(2, 6, 16, dtype=torch.float64, requires_grad=True)
+    loss = attn(x).square().sum()
+    first = torch.autograd.grad(loss, x, retain_graph=True)[0]
+    torch.testing.assert_close(torch.autograd.grad(loss, x)[0], first, rtol=0, atol=0)

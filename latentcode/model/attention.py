@@ -1,10 +1,11 @@
 """Multi-head attention covering every variant of the paper: one fixed dataflow with two swappable steps.
 
 forward = `qkv` -> `scores` -> `normalize` (score_norm) -> attention dropout -> `value_network` (value_net) ->
-`project_out`. (While HYLA trains on a CPU, the three middle steps can run as one kernel, `hyla_kernel.py`.) Attention is computed explicitly (no fused kernel), so every step has a hook, and hooks may edit
-their tensors in place (`EditableHookPoint`). The hypernetwork reading of the same layer (explicit generated
-weights, a loop over query-key pairs) lives in `hypernetwork.py`, reuses these methods, and is held equal to this
-batched form by the tests.
+`project_out`. Attention is computed explicitly, so every step has a hook, and hooks may edit their tensors in
+place (`EditableHookPoint`). The one exception: while HYLA trains on a CPU with nothing hooked onto its codes, the
+middle steps run as one kernel (`hyla_kernel.py`, `uses_fused_core`). The hypernetwork reading of the same
+layer (explicit generated weights, a loop over query-key pairs) lives in `hypernetwork.py`, reuses these methods,
+and is held equal to this batched form by the tests.
 
 Axis letters in the einsum strings:
     b  batch        q  query_pos     k  key_pos     (q and k both run over the positions of self-attention)

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 _FASTMATH = {"reassoc", "contract"}  # reordered sums and fused multiply-adds; NaN and inf stay IEEE
 
@@ -169,6 +170,7 @@ class HylaCore(torch.autograd.Function):
         return z.transpose(-1, -2)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx: Any, grad_z: Tensor) -> tuple[Tensor | None, ...]:
         _, backward_kernel = _kernels()
         q_, k_, v_, bias_, keep_, rms_inv = ctx.arrays
@@ -176,7 +178,6 @@ class HylaCore(torch.autograd.Function):
         backward_kernel(q_, k_, v_, bias_, keep_, *_constants(ctx.dtype, ctx.eps, q_.shape[-1]), rms_inv,
                         _head_last(grad_z), *grads)
         grad_q, grad_k, grad_v, grad_bias = (torch.from_numpy(g) for g in grads)
-        del ctx.arrays
         return (grad_q.transpose(-1, -2) * ctx.scale, grad_k.transpose(-1, -2), grad_v.transpose(-1, -2),
                 grad_bias.permute(2, 0, 1), None, None, None)
 
