@@ -78,6 +78,12 @@ def _state(run: Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
+def done(name: str) -> bool:
+    """Whether a queued run needs no more training here: its run directory says finished, or it has shipped to
+    checkpoints/ (a fresh machine has no runs/ of the runs finished on an earlier one, only their checkpoints)."""
+    return bool(_state(run_dir(name)).get("finished")) or (ROOT / "checkpoints" / shipped_name(name)).is_dir()
+
+
 def _lock_path(run: Path) -> Path:
     LOCKS.mkdir(parents=True, exist_ok=True)
     return LOCKS / f"{run.name}.lock"
@@ -116,7 +122,7 @@ def lane() -> None:
     while True:
         for name in QUEUE:
             run = run_dir(name)
-            if _state(run).get("finished"):
+            if done(name):
                 continue
             with _lock_path(run).open("w") as lock:
                 try:
@@ -307,10 +313,11 @@ def status() -> None:
     for name in QUEUE:
         run, kept = run_dir(name), STASH / name
         state, stashed = _state(run), _state(kept)
-        line = (f"{name:20s} step {state.get('step', 0):>7}  {'finished' if state.get('finished') else '':8s} "
+        finished = "finished" if state.get("finished") else "shipped" if done(name) else ""
+        line = (f"{name:20s} step {state.get('step', 0):>7}  {finished:8s} "
                 f"{'running' if _locked(run) else '':7s}  stashed step {str(stashed.get('step', '-')):>7}")
         progress, total = speeds[name], _total_steps(run)
-        if not state.get("finished") and progress and progress[1] > 0 and total:
+        if not finished and progress and progress[1] > 0 and total:
             logged, rate = progress
             line += f"  {rate:.2f} steps/s, {max(total - logged, 0) / rate / 3600:.1f} h to step {total:,}"
         print(line)
@@ -343,15 +350,15 @@ def queue_hours(speeds: dict[str, tuple[int, float] | None] | None = None) -> tu
     hours, unmeasured = 0.0, []
     for name in QUEUE:
         state = _state(run_dir(name))
-        if state.get("finished"):
+        if done(name):
             continue
         rate, total = rates.get(variant(name)), steps.get(name.split("-")[0])
         if rate is None or total is None:
             unmeasured.append(name)
             continue
         progress = speeds[name]
-        done = progress[0] if progress else state.get("step", 0)
-        hours += max(total - done, 0) / rate / 3600
+        trained = progress[0] if progress else state.get("step", 0)
+        hours += max(total - trained, 0) / rate / 3600
     return hours, unmeasured
 
 

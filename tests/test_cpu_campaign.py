@@ -157,6 +157,7 @@ def test_queue_hours_prices_each_unfinished_run_at_its_variants_measured_speed(c
     """`status` ends with the training the queue still needs: a run under way at its own speed, a run not started at
     the speed of its task and variant (here HYLA seed 0's, which finished), and a variant never trained is named
     instead of guessed."""
+    monkeypatch.setattr(campaign, "ROOT", tmp_path)  # no shipped checkpoints here
     monkeypatch.setattr(campaign, "RUNS", tmp_path / "runs")
     monkeypatch.setattr(campaign, "STASH", tmp_path / "stash")
 
@@ -176,3 +177,24 @@ def test_queue_hours_prices_each_unfinished_run_at_its_variants_measured_speed(c
     expected_s = (1000 - 400) / 2.0 + 2 * 1000 / 2.0 + 2 * 1000 / 1.0  # softmax s0, s1, s2; HYLA s1, s2
     assert hours == pytest.approx(expected_s / 3600)
     assert unmeasured == ["sraven-linear-s0", "sraven-linear-s1", "sraven-linear-s2"]
+
+
+def test_a_fresh_machine_trains_the_first_run_that_has_not_shipped(campaign, tmp_path, monkeypatch):
+    """A new machine has no runs/ of the runs an earlier one finished, only their committed checkpoints: the lane
+    must not retrain those from step 0 but take the first queued run whose checkpoint is absent."""
+    monkeypatch.setattr(campaign, "ROOT", tmp_path)
+    monkeypatch.setattr(campaign, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(campaign, "LOGS", tmp_path / "runs" / "logs")
+    monkeypatch.setattr(campaign, "LOCKS", tmp_path / "runs" / ".locks")
+    for name in [*campaign.FUZZY, "sraven-softmax-s0"]:  # shipped by an earlier machine
+        (tmp_path / "checkpoints" / campaign.shipped_name(name)).mkdir(parents=True)
+    started = []
+
+    def call(argv, **kwargs):
+        started.append(argv)
+        return 1  # a failed training ends the lane, so the test sees exactly one start
+
+    monkeypatch.setattr(campaign.subprocess, "call", call)
+    campaign.lane()
+    assert started == [campaign.command("sraven-hyla-s0")]
+    assert campaign.done("fuzzy_logic-hyla-s2-frac0.7") and not campaign.done("sraven-hyla-s0")
