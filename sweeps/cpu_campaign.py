@@ -178,9 +178,16 @@ def stash(timeout: float = 120.0) -> None:
 def stash_state() -> list[str]:
     """Copy the resume state of every unfinished run to STASH/<run>/, and of every finished SRAVEN run that has not
     shipped yet (so a fresh clone still has its final weights); drop the stash of a run that has shipped. Returns
-    the runs stashed."""
+    the runs stashed. Warns about snapshots whose emergence rows are not in results/ yet: snapshots stay on this
+    machine, so a fresh one could never analyse them."""
     stashed = []
     for run in map(run_dir, QUEUE):
+        # the checkout the stash belongs to (the main one, from a worktree whose in-progress folder links there)
+        missing = sorted(_snapshot_steps(run) - _committed_steps(run.name, STASH.resolve().parents[1]))
+        if missing:
+            print(f"{run.name}: the snapshots of step {', '.join(map(str, missing))} have no emergence rows in "
+                  f"{EMERGENCE} yet, and snapshots are not stashed: run `python sweeps/cpu_campaign.py results` and "
+                  "commit results/ before this machine goes", file=sys.stderr)
         state = _state(run)
         target = STASH / run.name
         if not state:
@@ -233,8 +240,8 @@ TABLE_A1 = Path("results/table_a1_sraven.csv")
 ACCURACY_FIGURE = "docs/images/sraven_accuracy.png"
 
 
-def _committed_steps(name: str) -> set[int]:
-    table = ROOT / EMERGENCE / name / "emergence.csv"
+def _committed_steps(name: str, root: Path | None = None) -> set[int]:
+    table = (root or ROOT) / EMERGENCE / name / "emergence.csv"
     if not table.is_file():
         return set()
     with table.open() as f:

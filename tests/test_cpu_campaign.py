@@ -198,3 +198,27 @@ def test_a_fresh_machine_trains_the_first_run_that_has_not_shipped(campaign, tmp
     campaign.lane()
     assert started == [campaign.command("sraven-hyla-s0")]
     assert campaign.done("fuzzy_logic-hyla-s2-frac0.7") and not campaign.done("sraven-hyla-s0")
+
+
+def test_stash_warns_about_snapshots_that_no_committed_result_has_read(campaign, tmp_path, monkeypatch, capsys):
+    """Snapshots are kept locally only (issue 19), so one the emergence table lacks is lost with the machine: the
+    stash, the last thing run before a stop, names it."""
+    monkeypatch.setattr(campaign, "ROOT", tmp_path)
+    monkeypatch.setattr(campaign, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(campaign, "STASH", tmp_path / "checkpoints" / "in-progress")
+    run = campaign.run_dir("sraven-linear-s0")
+    for step in (10000, 20000, 30000):
+        (run / "snapshots" / f"step-{step:06d}").mkdir(parents=True)
+    for file in campaign.RESUME_FILES:
+        (run / file).write_text(file)
+    (run / "train_state.json").write_text(json.dumps({"step": 31000, "finished": False}))
+    table = tmp_path / campaign.EMERGENCE / "sraven-linear-s0" / "emergence.csv"
+    table.parent.mkdir(parents=True)
+    table.write_text("step,layer\n10000,0\n10000,1\n")
+
+    assert campaign.stash_state() == ["sraven-linear-s0"]
+    err = capsys.readouterr().err
+    assert "sraven-linear-s0: the snapshots of step 20000, 30000 have no emergence rows" in err
+    table.write_text("step,layer\n10000,0\n20000,0\n30000,0\n")
+    campaign.stash_state()
+    assert "no emergence rows" not in capsys.readouterr().err
