@@ -258,7 +258,8 @@ def results() -> list[str]:
     results/emergence/<run>/ (CSV and JSON only; the figure files it also writes there are removed) and its docs
     figure (`sweeps/fig5.py figure`); then, if anything changed, the accuracy-over-training figure of every run
     with a table (`sweeps/fig5.py accuracy`), Table A1's SRAVEN CSV (`latentcode table
-    --include-unfinished`) and the generated docs tables (`docs/gen_tables.py`). Returns the runs updated."""
+    --include-unfinished`, of each run directory here, else of the run's shipped checkpoint) and the generated docs
+    tables (`docs/gen_tables.py`). Returns the runs updated."""
     def call(*args: str) -> None:
         subprocess.run([sys.executable, *args], cwd=ROOT, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
 
@@ -277,7 +278,13 @@ def results() -> list[str]:
     if updated:
         tables = [name for name in QUEUE if (ROOT / EMERGENCE / name / "emergence.csv").is_file()]
         call("sweeps/fig5.py", "accuracy", *tables, "--out", ACCURACY_FIGURE)
-        runs = sorted(str(p.relative_to(ROOT)) for p in (RUNS / "table_a1_sraven").glob("sraven-*") if _evaluated(p))
+        runs = []
+        for name in (n for n in QUEUE if n.startswith("sraven-")):
+            run, shipped = run_dir(name), ROOT / "checkpoints" / shipped_name(name)
+            if _evaluated(run):
+                runs.append(str(run.relative_to(ROOT)))
+            elif shipped.is_dir():  # finished on another machine: its checkpoint carries the run's metrics
+                runs.append(str(shipped.relative_to(ROOT)))
         call("-m", "latentcode", "table", *runs, "--include-unfinished", "--csv", str(TABLE_A1))
         call("docs/gen_tables.py")
     return updated

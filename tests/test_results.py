@@ -103,6 +103,16 @@ def test_rows_are_each_runs_last_evaluation(tiny_runs):
         assert row.live_fraction == ";".join(f"{f:.4f}" for f in last_ood["value_live_fraction"])
 
 
+def test_a_shipped_checkpoint_gives_its_source_runs_rows(tiny_runs, tmp_path):
+    """A machine without the run directory, only the checkpoint exported from it, writes the same CSV rows."""
+    from latentcode.rundir.pretrained import export_checkpoint
+
+    run = tiny_runs[1]
+    shipped = export_checkpoint(run.path, tmp_path / "checkpoints" / "fuzzy_logic-hyla-s1")
+    assert collect_results([shipped]) == collect_results([run.path])
+    assert {r.run for r in collect_results([shipped])} == {"hyla-s1"}
+
+
 def test_table_command_writes_csv_and_regenerates_the_same_markdown(tiny_runs, tmp_path, capsys):
     csv_path = tmp_path / "rows.csv"
     assert main(["table", *[str(r.path) for r in tiny_runs], "--csv", str(csv_path)]) == 0

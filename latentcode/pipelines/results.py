@@ -8,6 +8,7 @@ predate that diagnostic (`latentcode.training.diagnostics`).
 from __future__ import annotations
 
 import csv
+import json
 import math
 import os
 from collections.abc import Iterable, Sequence
@@ -15,6 +16,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from latentcode.config import VARIANTS, ModelConfig
+from latentcode.constants import SHIPPED_FILE
 from latentcode.rundir.checkpoint import RunConfig, read_metrics
 from latentcode.training.diagnostics import (
     DEAD_REGION_ACTIVATIONS,
@@ -152,6 +154,9 @@ def _measured_live_fraction(path: Path, step: int) -> list[float | None] | None:
 def collect_results(run_dirs: Iterable[str | os.PathLike], splits: Sequence[str] = ("test", "ood")) -> list[ResultRow]:
     """The last evaluation of each run directory on each split, as rows.
 
+    A shipped checkpoint (`latentcode export`) counts as its source run: it carries the run's config and metrics,
+    and its rows name the run it came from, so a machine without the run directory writes the same rows.
+
     Raises:
         FileNotFoundError: a path holds no run (no config.json).
         ValueError: a run has no evaluation of a requested split yet.
@@ -178,9 +183,15 @@ def collect_results(run_dirs: Iterable[str | os.PathLike], splits: Sequence[str]
                 task=config.task.name, variant=variant_label(config.model), seed=config.train.seed, split=split,
                 metric=metric, value=float(last[metric]), step=int(last["step"]), steps=config.train.steps,
                 lr=config.train.lr, weight_decay=config.train.weight_decay,
-                live_fraction=_live_cell(live), run=path.name,
+                live_fraction=_live_cell(live), run=_run_name(path),
             ))
     return rows
+
+
+def _run_name(path: Path) -> str:
+    """The run a folder's rows name: its own name, or for a shipped checkpoint the run it was exported from."""
+    shipped = path / SHIPPED_FILE
+    return Path(json.loads(shipped.read_text())["source_run"]).name if shipped.is_file() else path.name
 
 
 _COLUMNS = [f.name for f in fields(ResultRow)]
