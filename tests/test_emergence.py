@@ -180,6 +180,43 @@ def test_without_value_units_the_figure_has_no_live_column_or_panel(rows):
     assert len(softmax_like.plot().axes) == 2 and len(softmax_like.plotly().layout.annotations) == 2
 
 
+@pytest.mark.parametrize(("steps", "missing"), [
+    ([10_000, 20_000, 30_000, 50_000], [40_000]),  # one snapshot lost before it was analysed
+    ([10_000, 20_000, 50_000, 60_000], [30_000, 40_000]),
+    ([*range(10_000, 160_000, 10_000), 156_250], []),  # a run that ends between two evaluations hides nothing
+    ([30, 60], []),  # two steps imply no cadence
+])
+def test_missing_steps_are_the_ones_the_cadence_implies(steps, missing):
+    from probes.figures.emergence import missing_steps
+
+    assert missing_steps(steps) == missing
+
+
+def test_a_lost_snapshot_breaks_every_line_and_is_marked_not_bridged(rows):
+    """A table with rows every 30 steps but none at 90: no segment joins 60 to 120 (a line through the gap would
+    draw values nobody measured), and the first panel marks the step."""
+    from dataclasses import replace
+
+    from probes.figures import emergence_figure
+
+    later = [replace(r, step=r.step + 90) for r in rows]  # steps 30, 60, 120, 150
+    figure = emergence_figure([*rows, *later], title="t")
+    assert figure.missing_steps == [90]
+    axes = figure.plot().axes
+    curves = [line for ax in axes for line in ax.lines if len(line.get_xdata()) > 2]
+    assert len(curves) == 3 + 3 + 1 + 1 + 2  # decoding and selectivity per layer, input-only, model, live units
+    for line in curves:
+        x, y = np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)
+        assert list(x) == [30, 60, 90, 120, 150] and np.isnan(y[2]) and not np.isnan(y[[0, 1, 3, 4]]).any()
+    marks = [line for line in axes[0].lines if line.get_label().startswith("no snapshot analysed")]
+    assert len(marks) == 1 and list(marks[0].get_xdata()) == [90, 90]
+    assert marks[0].get_label() == "no snapshot analysed (step 90)"
+    for trace in figure.plotly().data:
+        if trace.name.startswith("codes"):
+            assert list(trace.x) == [30, 60, 90, 120, 150] and math.isnan(trace.y[2])
+    assert emergence_figure(rows).missing_steps == []
+
+
 def test_update_adds_only_the_new_snapshots_of_a_run_still_training(snap_run, tmp_path, capsys):
     from latentcode.cli import main
 

@@ -334,6 +334,17 @@ def test_fig5_accuracy_figure_draws_each_models_committed_accuracy_beside_the_pa
     assert list(lines["paper, hyla"].get_ydata()) == pytest.approx([0.6913, 0.6913])
     assert lines["paper, hyla"].get_color() == lines["sraven-hyla-s0"].get_color()
     assert "sraven-hyla-s0: 0.200 at step 30,000" in [line.get_label() for line in lines.values()]
+    # a snapshot lost before it was analysed (rows every 10,000 steps, none at 30,000): the line breaks there
+    (tmp_path / "sraven-linear-s0").mkdir()
+    (tmp_path / "sraven-linear-s0" / "emergence.csv").write_text(
+        "step,layer,model_accuracy\n10000,0,0.2\n20000,0,0.3\n40000,0,0.4\n50000,0,0.45\n")
+    figure = fig5.accuracy_figure(str(tmp_path), ["sraven-linear-s0"])
+    line = figure.axes[0].get_lines()[0]
+    assert line.get_label() == "sraven-linear-s0: 0.450 at step 50,000 (no snapshot analysed at 30,000)"
+    assert list(line.get_xdata()) == [10000, 20000, 30000, 40000, 50000]
+    y = np.asarray(line.get_ydata(), float)
+    assert np.isnan(y[2]) and list(y[[0, 1, 3, 4]]) == [0.2, 0.3, 0.4, 0.45]
+    (tmp_path / "sraven-linear-s0" / "emergence.csv").unlink()
     with pytest.raises(SystemExit, match="sraven-linear-s0/emergence.csv does not exist; models with a committed "
                        "emergence table: sraven-hyla-s0, sraven-softmax-s0, sraven-softmax-s1"):
         fig5.accuracy_figure(str(tmp_path), ["sraven-linear-s0"])

@@ -3,6 +3,7 @@ model's own held-out accuracy (the table `latentcode emergence` writes)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -46,6 +47,18 @@ class EmergenceFigure:
     live_fraction: np.ndarray | None = None
 
     @property
+    def missing_steps(self) -> list[int]:
+        """Snapshot steps the table's own cadence implies but it lacks (see `missing_steps`): the lines break
+        there instead of bridging the gap, and the first panel marks each one."""
+        return missing_steps(self.steps)
+
+    def _line(self, values: np.ndarray) -> tuple[list[float], list[float]]:
+        """(x, y) of one curve, with a NaN point at every missing step so that neither plotting library draws a
+        segment across it."""
+        points = sorted([*zip(self.steps, values, strict=True), *((s, math.nan) for s in self.missing_steps)])
+        return [float(s) for s, _ in points], [float(v) for _, v in points]
+
+    @property
     def has_live_fraction(self) -> bool:
         """Whether any layer has a live-unit fraction (a third panel)."""
         return self.live_fraction is not None and not np.isnan(self.live_fraction).all()
@@ -60,18 +73,21 @@ class EmergenceFigure:
             live = axes[2]
             for i, layer in enumerate(self.layers):
                 if not np.isnan(self.live_fraction[i]).all():
-                    live.plot(self.steps, 100 * self.live_fraction[i], "-o", color=colors[i], ms=3,
+                    live.plot(*self._line(100 * self.live_fraction[i]), "-o", color=colors[i], ms=3,
                               label=f"layer {layer}")
             live.set(xlabel="training step", ylabel="live value-network units (%)", ylim=(0, 100),
                      title="live value units")
             live.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
         for i, layer in enumerate(self.layers):
             name = "all layers" if layer == "all" else f"layer {layer}"
-            left.plot(self.steps, self.decoding[i], "-o", color=colors[i], ms=3, label=f"codes, {name}")
-            right.plot(self.steps, self.selectivity[i], "-o", color=colors[i], ms=3, label=name)
+            left.plot(*self._line(self.decoding[i]), "-o", color=colors[i], ms=3, label=f"codes, {name}")
+            right.plot(*self._line(self.selectivity[i]), "-o", color=colors[i], ms=3, label=name)
         # markers too, so a table of one snapshot still shows both
-        left.plot(self.steps, self.input_only, "--s", color="0.45", ms=5, label="input-only control")
-        left.plot(self.steps, self.model_accuracy, "-D", color="black", lw=2.2, ms=5, label="model OOD accuracy")
+        left.plot(*self._line(self.input_only), "--s", color="0.45", ms=5, label="input-only control")
+        left.plot(*self._line(self.model_accuracy), "-D", color="black", lw=2.2, ms=5, label="model OOD accuracy")
+        for k, step in enumerate(self.missing_steps):
+            left.axvline(step, color="0.7", ls=(0, (1, 3)), lw=1.2,
+                         label=None if k else f"no snapshot analysed ({_steps_text(self.missing_steps)})")
         left.axhline(self.majority, color="0.3", ls=":", lw=1, label=f"majority ({self.majority:.3f})")
         left.axhline(self.chance, color="0.6", ls=":", lw=1, label=f"chance ({self.chance:.3f})")
         left.set(xlabel="training step", ylabel="accuracy on held-out rule combinations", ylim=(0, 1.02),
@@ -119,19 +135,28 @@ class EmergenceFigure:
         colors = _palette(len(self.layers))
         for i, layer in enumerate(self.layers):
             if panels == 3 and not np.isnan(self.live_fraction[i]).all():
-                fig.add_trace(go.Scatter(x=self.steps, y=100 * self.live_fraction[i], mode="lines+markers",
+                x, y = self._line(100 * self.live_fraction[i])
+                fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers",
                                          name=f"layer {layer}", line={"color": colors[i]}, legendgroup=layer,
                                          showlegend=False), row=1, col=3)
         for i, layer in enumerate(self.layers):
             name = "all layers" if layer == "all" else f"layer {layer}"
-            fig.add_trace(go.Scatter(x=self.steps, y=self.decoding[i], mode="lines+markers", name=f"codes, {name}",
+            x, y = self._line(self.decoding[i])
+            fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name=f"codes, {name}",
                                      line={"color": colors[i]}, legendgroup=layer), row=1, col=1)
-            fig.add_trace(go.Scatter(x=self.steps, y=self.selectivity[i], mode="lines+markers", name=name,
+            x, y = self._line(self.selectivity[i])
+            fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name=name,
                                      line={"color": colors[i]}, legendgroup=layer, showlegend=False), row=1, col=2)
-        fig.add_trace(go.Scatter(x=self.steps, y=self.input_only, mode="lines+markers", name="input-only control",
+        x, y = self._line(self.input_only)
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name="input-only control",
                                  line={"color": "#737373", "dash": "dash"}), row=1, col=1)
-        fig.add_trace(go.Scatter(x=self.steps, y=self.model_accuracy, mode="lines+markers", name="model OOD accuracy",
+        x, y = self._line(self.model_accuracy)
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name="model OOD accuracy",
                                  line={"color": "black", "width": 3}), row=1, col=1)
+        for k, step in enumerate(self.missing_steps):
+            fig.add_trace(go.Scatter(x=[step, step], y=[0, 1.02], mode="lines", legendgroup="missing",
+                                     name=f"no snapshot analysed ({_steps_text(self.missing_steps)})",
+                                     showlegend=not k, line={"color": "#b3b3b3", "dash": "dot"}), row=1, col=1)
         for value, name, color in ((self.majority, "majority", "#4d4d4d"), (self.chance, "chance", "#999999")):
             fig.add_trace(go.Scatter(x=[self.steps[0], self.steps[-1]], y=[value, value], mode="lines",
                                      name=f"{name} ({value:.3f})", line={"color": color, "dash": "dot"}), row=1, col=1)
@@ -176,6 +201,24 @@ def emergence_figure(rows: Sequence[Any], title: str = "When do rule codes appea
         chance=float(first[0]["chance"]), majority=float(first[0]["majority"]), title=title,
         live_fraction=grid("live_fraction"),
     )
+
+
+def missing_steps(steps: Sequence[int]) -> list[int]:
+    """Snapshot steps that a table's own cadence implies but it lacks: with rows every 10,000 steps but none at
+    40,000, [40000] (a snapshot lost before it was analysed). The cadence is the most common gap between
+    consecutive steps (the smallest of those tied); with fewer than three steps nothing is implied. A last gap
+    shorter than the cadence (a run that ends between two evaluations) hides nothing."""
+    ordered = sorted({int(s) for s in steps})
+    gaps = np.diff(ordered)
+    if len(gaps) < 2:
+        return []
+    values, counts = np.unique(gaps, return_counts=True)
+    cadence = int(values[counts == counts.max()].min())
+    return [s for a, b in itertools.pairwise(ordered) if b - a > cadence for s in range(a + cadence, b, cadence)]
+
+
+def _steps_text(steps: Sequence[int]) -> str:
+    return ("step " if len(steps) == 1 else "steps ") + ", ".join(f"{s:,}" for s in steps)
 
 
 def format_live_percent(fractions: Sequence[float]) -> str:
