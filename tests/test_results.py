@@ -50,12 +50,19 @@ def test_table_follows_the_paper_row_order_and_skips_unfinished_runs():
     rows = [_row("hyla", 0, 0.8), _row("linear", 0, 0.6), _row("softmax", 0, 0.6), _row("softmax", 1, 0.1, step=5)]
     assert [s.variant for s in summarize(rows)] == ["softmax", "linear", "hyla"]
     assert [s.n_seeds for s in summarize(rows)] == [1, 1, 1]
-    assert [s.n_seeds for s in summarize(rows, finished_only=False)][0] == 2
+    assert [s.n_seeds for s in summarize(rows, finished_only=False)][0] == 1  # seed 1 is still training
     one = summarize(rows)[0]
     assert np.isnan(one.sem) and "| 60.00 |" in markdown_table([one])
+    # a seed still training is shown beside the finished seed, never averaged with it (that would be 35.00)
     both = summarize(rows, finished_only=False)[0]
-    assert both.unfinished == ((1, 5, 10),)
-    assert "| 35.00 ± 25.00 (unfinished: seed 1 at step 5 of 10) |" in markdown_table([both])
+    assert (both.mean, both.seeds, both.unfinished) == (pytest.approx(60.0), (0,), ())
+    assert both.still_training == ((1, 5, 10, pytest.approx(10.0)),)
+    assert "| softmax | 0 | 60.00 (not in the mean, still training: seed 1 10.00 at step 5 of 10) |" in \
+        markdown_table([both])
+    # a variant with no finished seed is the mean of its unfinished ones, marked as such
+    early = summarize([_row("softmax", 0, 0.2, step=5), _row("softmax", 1, 0.1, step=5)], finished_only=False)[0]
+    assert early.unfinished == ((0, 5, 10), (1, 5, 10)) and early.still_training == ()
+    assert "| 15.00 ± 5.00 (unfinished: seed 0 at step 5 of 10, seed 1 at step 5 of 10) |" in markdown_table([early])
 
 
 def test_two_settings_of_one_seed_are_refused():

@@ -37,7 +37,8 @@ def _add_table_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--csv", metavar="FILE", type=Path, help="write the per-seed rows (test and ood) here")
     parser.add_argument("--split", default="ood", help="split of the table (default: ood)")
     parser.add_argument("--include-unfinished", action="store_true",
-                        help="also count runs that have not reached their last step (marked by their step count)")
+                        help="also show runs that have not reached their last step (marked by their step count); a "
+                        "variant with a finished seed averages its finished seeds only and lists the others beside")
     parser.add_argument("--per-seed", action="store_true",
                         help="print one line per run (metric and value network live fraction per layer) instead "
                         "of the mean ± s.e. per variant")

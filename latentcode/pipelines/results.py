@@ -114,7 +114,11 @@ class VariantSummary:
     seeds: tuple[int, ...]
     paper: tuple[float, float] | None
     unfinished: tuple[tuple[int, int, int], ...] = ()
-    """(seed, step, steps) of each counted run that has not reached its last step (`--include-unfinished`)."""
+    """(seed, step, steps) of each counted run that has not reached its last step (`--include-unfinished`, for a
+    variant none of whose seeds has finished)."""
+    still_training: tuple[tuple[int, int, int, float], ...] = ()
+    """(seed, step, steps, value ×scale) of each run left out of the mean because it has not finished while another
+    seed of the variant has (`--include-unfinished`): shown beside the finished seeds' mean, never averaged with it."""
 
 
 def _live_cell(fractions: Sequence[float | None] | None) -> str:
@@ -242,7 +246,12 @@ def read_results_csv(path: str | os.PathLike) -> list[ResultRow]:
 def summarize(
     rows: Sequence[ResultRow], *, split: str = "ood", finished_only: bool = True, scale: float = 100.0
 ) -> list[VariantSummary]:
-    """Mean ± s.e. of the metric per (task, variant, lr, weight decay) over seeds, ×`scale`, in table order."""
+    """Mean ± s.e. of the metric per (task, variant, lr, weight decay) over seeds, ×`scale`, in table order.
+
+    With `finished_only=False`, a variant with at least one finished seed is still the mean of its finished seeds:
+    its unfinished seeds go to `still_training`, since averaging a final number with one from early in training
+    would describe neither. Only a variant with no finished seed is the mean of its unfinished ones (`unfinished`).
+    """
     groups: dict[tuple[str, str], list[ResultRow]] = {}
     for row in rows:
         if row.split == split and (row.finished or not finished_only):
@@ -251,6 +260,11 @@ def summarize(
     summaries = []
     for (task, variant), members in sorted(groups.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 99),
                                                                           kv[0][1])):
+        still_training = ()
+        if any(r.finished for r in members) and not all(r.finished for r in members):
+            still_training = tuple(sorted((r.seed, r.step, r.steps, scale * r.value) for r in members
+                                          if not r.finished))
+            members = [r for r in members if r.finished]
         seeds = [r.seed for r in members]
         if len(set(seeds)) != len(seeds):
             raise ValueError(
@@ -264,7 +278,8 @@ def summarize(
         summaries.append(VariantSummary(task=task, variant=variant, split=split, n_seeds=n, mean=mean, sem=sem,
                                         seeds=tuple(sorted(seeds)), paper=PAPER_TABLE_A1.get(task, {}).get(variant),
                                         unfinished=tuple(sorted((r.seed, r.step, r.steps) for r in members
-                                                                if not r.finished))))
+                                                                if not r.finished)),
+                                        still_training=still_training))
     return summaries
 
 
@@ -283,6 +298,10 @@ def markdown_table(summaries: Sequence[VariantSummary]) -> str:
         if s.unfinished:  # an intermediate evaluation must never read as a final one
             ours += " (unfinished: " + ", ".join(f"seed {seed} at step {step} of {steps}"
                                                  for seed, step, steps in s.unfinished) + ")"
+        if s.still_training:  # nor be averaged with one
+            ours += " (not in the mean, still training: " + ", ".join(
+                f"seed {seed} {value:.2f} at step {step} of {steps}" for seed, step, steps, value in s.still_training
+            ) + ")"
         lines.append(f"| {s.task} | {s.variant} | {seeds} | {ours} | {paper} | {diff} |")
     return "\n".join(lines)
 
