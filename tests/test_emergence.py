@@ -155,6 +155,7 @@ def test_the_figure_draws_every_layer_and_both_floors(rows):
                                              "selectivity (codes − control task)",
                                              "live value-network units (%)"]  # HYLA: its value units, per layer
     assert list(axes[0].lines[0].get_xdata()) == [30, 60]
+    assert all(ax.get_xlim() == (0, 63) for ax in axes)  # from the start of training to just past the last step
     for layer, line in zip(("0", "1"), axes[2].lines, strict=True):
         np.testing.assert_allclose(line.get_ydata(), [100 * r.live_fraction for r in rows if r.layer == layer])
     assert [t.name for t in fig.data if t.xaxis == "x3"] == ["layer 0", "layer 1"]

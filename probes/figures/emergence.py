@@ -97,6 +97,8 @@ class EmergenceFigure:
         # below the panels: inside, the legend hides the highest curves (codes near 0.8 in a trained model)
         left.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
         right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
+        for panel in axes:  # training starts at 0: a table of one or two snapshots still reads as "how far in"
+            panel.set_xlim(0, 1.05 * max(self.steps))
         left.figure.suptitle(self.title)
         return left.figure
 
@@ -160,7 +162,7 @@ class EmergenceFigure:
         for value, name, color in ((self.majority, "majority", "#4d4d4d"), (self.chance, "chance", "#999999")):
             fig.add_trace(go.Scatter(x=[self.steps[0], self.steps[-1]], y=[value, value], mode="lines",
                                      name=f"{name} ({value:.3f})", line={"color": color, "dash": "dot"}), row=1, col=1)
-        fig.update_xaxes(title_text="training step")
+        fig.update_xaxes(title_text="training step", range=[0, 1.05 * max(self.steps)])
         fig.update_yaxes(title_text="accuracy on held-out rule combinations", range=[0, 1.02], row=1, col=1)
         fig.update_yaxes(title_text="selectivity (codes − control task)", row=1, col=2)
         if panels == 3:
