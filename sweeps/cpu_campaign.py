@@ -278,16 +278,23 @@ def results() -> list[str]:
     if updated:
         tables = [name for name in QUEUE if (ROOT / EMERGENCE / name / "emergence.csv").is_file()]
         call("sweeps/fig5.py", "accuracy", *tables, "--out", ACCURACY_FIGURE)
-        runs = []
-        for name in (n for n in QUEUE if n.startswith("sraven-")):
-            run, shipped = run_dir(name), ROOT / "checkpoints" / shipped_name(name)
-            if _evaluated(run):
-                runs.append(str(run.relative_to(ROOT)))
-            elif shipped.is_dir():  # finished on another machine: its checkpoint carries the run's metrics
-                runs.append(str(shipped.relative_to(ROOT)))
-        call("-m", "latentcode", "table", *runs, "--include-unfinished", "--csv", str(TABLE_A1))
+        call("-m", "latentcode", "table", *table_runs(), "--include-unfinished", "--csv", str(TABLE_A1))
         call("docs/gen_tables.py")
     return updated
+
+
+def table_runs() -> list[str]:
+    """What Table A1's SRAVEN CSV is made from, relative to the repository root: each queued SRAVEN run's directory
+    where it has evaluated here, else its shipped checkpoint (a run finished on another machine: the checkpoint
+    carries its config and metrics and gives the same rows), else nothing (not started, or no evaluation yet)."""
+    runs = []
+    for name in (n for n in QUEUE if n.startswith("sraven-")):
+        run, shipped = run_dir(name), ROOT / "checkpoints" / shipped_name(name)
+        if _evaluated(run):
+            runs.append(str(run.relative_to(ROOT)))
+        elif shipped.is_dir():
+            runs.append(str(shipped.relative_to(ROOT)))
+    return runs
 
 
 def _evaluated(run: Path) -> bool:

@@ -222,3 +222,22 @@ def test_stash_warns_about_snapshots_that_no_committed_result_has_read(campaign,
     table.write_text("step,layer\n10000,0\n20000,0\n30000,0\n")
     campaign.stash_state()
     assert "no emergence rows" not in capsys.readouterr().err
+
+
+def test_table_a1_reads_each_run_here_else_its_shipped_checkpoint(campaign, tmp_path, monkeypatch):
+    """On a machine that never trained a shipped run, Table A1's SRAVEN CSV still gets that run's rows (from its
+    checkpoint), and a run under way here is read from its own directory once it has evaluated."""
+    monkeypatch.setattr(campaign, "ROOT", tmp_path)
+    monkeypatch.setattr(campaign, "RUNS", tmp_path / "runs")
+    for name in ("sraven-softmax-s0", "sraven-hyla-s0"):  # shipped by an earlier machine
+        (tmp_path / "checkpoints" / campaign.shipped_name(name)).mkdir(parents=True)
+    evaluated = {"split": "test", "step": 10000, "acc": 0.2}
+    lines = {"sraven-linear-s0": [{"split": "train", "step": 50}, evaluated],  # under way, evaluated
+             "sraven-hyla-s1": [{"split": "train", "step": 50}],  # just started: no evaluation yet
+             "sraven-hyla-s0": [evaluated]}  # its run directory here as well: read that, not the checkpoint
+    for name, records in lines.items():
+        run = campaign.run_dir(name)
+        run.mkdir(parents=True)
+        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert campaign.table_runs() == ["checkpoints/sraven-softmax", "runs/table_a1_sraven/sraven-hyla-s0",
+                                     "runs/table_a1_sraven/sraven-linear-s0"]
