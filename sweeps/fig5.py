@@ -505,7 +505,7 @@ def accuracy_figure(base: str, names: list[str]):
     its colour, and the end of training marked: how far each run is, and whether one variant passes another."""
     import matplotlib.pyplot as plt
 
-    from probes.figures.emergence import missing_steps
+    from probes.figures.emergence import missing_steps, with_gaps
 
     fig, ax = plt.subplots(figsize=(7.0, 4.3))
     variants = sorted({name.split("-")[1] for name in names},
@@ -516,9 +516,8 @@ def accuracy_figure(base: str, names: list[str]):
         steps, accuracy = accuracy_series(base, name)
         style = SEED_STYLES[int(seed.removeprefix("s")) % len(SEED_STYLES)] if seed[1:].isdigit() else "-"
         missing = missing_steps(steps)  # a snapshot lost before it was analysed: break the line there
-        points = sorted([*zip(steps, accuracy, strict=True), *((s, math.nan) for s in missing)])
         gap = f" (no snapshot analysed at {', '.join(f'{s:,}' for s in missing)})" if missing else ""
-        ax.plot([s for s, _ in points], [a for _, a in points], style, marker="o", ms=3, color=colors[variant],
+        ax.plot(*with_gaps(steps, accuracy), style, marker="o", ms=3, color=colors[variant],
                 label=f"{name}: {accuracy[-1]:.3f} at step {steps[-1]:,}{gap}")
     for variant in variants:
         if variant in PAPER_OOD_ACC:

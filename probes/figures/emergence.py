@@ -55,8 +55,7 @@ class EmergenceFigure:
     def _line(self, values: np.ndarray) -> tuple[list[float], list[float]]:
         """(x, y) of one curve, with a NaN point at every missing step so that neither plotting library draws a
         segment across it."""
-        points = sorted([*zip(self.steps, values, strict=True), *((s, math.nan) for s in self.missing_steps)])
-        return [float(s) for s, _ in points], [float(v) for _, v in points]
+        return with_gaps(self.steps, values)
 
     @property
     def has_live_fraction(self) -> bool:
@@ -217,6 +216,13 @@ def missing_steps(steps: Sequence[int]) -> list[int]:
     values, counts = np.unique(gaps, return_counts=True)
     cadence = int(values[counts == counts.max()].min())
     return [s for a, b in itertools.pairwise(ordered) if b - a > cadence for s in range(a + cadence, b, cadence)]
+
+
+def with_gaps(steps: Sequence[int], values: Sequence[float]) -> tuple[list[float], list[float]]:
+    """(x, y) of a curve over `steps`, with a NaN point at each of its `missing_steps`, where matplotlib and
+    plotly both break the line instead of bridging the gap."""
+    points = sorted([*zip(steps, values, strict=True), *((s, math.nan) for s in missing_steps(steps))])
+    return [float(s) for s, _ in points], [float(v) for _, v in points]
 
 
 def _steps_text(steps: Sequence[int]) -> str:
