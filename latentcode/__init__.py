@@ -36,7 +36,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "InterventionResult", "ablate", "code_direction", "site_mask", "steer", "transplant"
     ),
     "latentcode.model.transformer": ("Transformer", "build_model"),
-    "latentcode.causal.patching": ("Ablate", "Edit", "Site", "Steer", "Transplant", "Zero", "intervene"),
+    "latentcode.causal.edits": ("Ablate", "Edit", "Steer", "Transplant", "Zero"),
+    "latentcode.causal.patching": ("Site", "intervene"),
     "latentcode.rundir.pretrained": ("list_pretrained", "load_pretrained", "pretrained_seeds"),
     "latentcode.pipelines.results": ("collect_results", "summarize"),
     "latentcode.pipelines.run_codes": ("ensure_codes", "load_codes"),

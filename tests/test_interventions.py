@@ -326,3 +326,58 @@ def test_bad_sites_and_edits_give_clear_errors_and_leave_no_hook_behind():
             intervene(keep_last, task, batch, [(site, Zero())])
         assert not any(hp.fwd_hooks or hp._forward_hooks for hp in keep_last.hook_dict.values())
     assert hook_name("pattern", 1) in intervene(model, task, batch, [(Site(layers=1), Zero())]).hook_names
+
+
+def test_a_user_defined_edit_runs_like_the_built_in_ones():
+    """`Edit` is the extension point: a subclass with `bind` (and `source` when it reads another batch) runs through
+    `intervene`, its kind names the result, and it matches the same edit written as a hand-made hook."""
+    from dataclasses import dataclass
+
+    import latentcode
+    from latentcode.causal.edits import Edit
+
+    @dataclass(frozen=True)
+    class Scale(Edit):
+        factor: float = 0.5
+        kind = "scale"
+
+        def bind(self, batch, cached):
+            return lambda act, mask, name: torch.where(mask, self.factor * act, act)
+
+    @dataclass(frozen=True)
+    class AddDonor(Edit):  # reads another batch, as Transplant does
+        donor: object = None
+        kind = "add_donor"
+
+        def source(self, batch):
+            return self.donor
+
+        def bind(self, batch, cached):
+            return lambda act, mask, name: torch.where(mask, act + cached[name], act)
+
+    assert latentcode.Edit is Edit and latentcode.Zero.__module__ == "latentcode.causal.edits"
+    task = SRaven()
+    model = _model(task, "hyla")
+    batch, donor = task.sample(5, seed=0), task.sample(5, seed=1)
+    _, donor_cache = model.run_with_cache(donor.x)
+    name = "blocks.1.attn.hook_pattern"  # the default site: the codes at the paper's (query 35; keys 27, 31)
+
+    def scaled(act, hook):
+        act = act.clone()
+        act[:, :, 35, [27, 31]] *= 0.5
+        return act
+
+    def added(act, hook):
+        act = act.clone()
+        act[:, :, 35, [27, 31]] += donor_cache[name][:, :, 35, [27, 31]]
+        return act
+
+    half = intervene(model, task, batch, [(Site(layers=1), Scale(0.5))])
+    assert half.kind == "scale" and half.hook_names == (name,)
+    assert torch.equal(half.outputs, model.run_with_hooks(batch.x, fwd_hooks=[(name, scaled)]))
+    assert not torch.equal(half.outputs, half.clean_outputs)
+    nothing = intervene(model, task, batch, [(Site(layers=1), Scale(1.0))])
+    assert torch.equal(nothing.outputs, nothing.clean_outputs)
+    plus = intervene(model, task, batch, [(Site(layers=1), AddDonor(donor))])
+    assert plus.kind == "add_donor" and plus.donor_outputs is None  # only a Transplant reports the donor's outputs
+    assert torch.equal(plus.outputs, model.run_with_hooks(batch.x, fwd_hooks=[(name, added)]))

@@ -1,7 +1,7 @@
 """The paper's interventions on the latent codes (`hook_pattern`): `transplant`, `steer`, `ablate`, `code_direction`.
 
 Each is one call of `latentcode.causal.patching.intervene` with a `Site` on the codes and an `Edit`; the runner, the
-sites, the edits and `InterventionResult` live there and are re-exported here. The experiments built from these
+sites and `InterventionResult` live there, the edits in `latentcode.causal.edits`, and all are re-exported here. The experiments built from these
 functions live in `latentcode.causal.experiments`.
 """
 
@@ -16,16 +16,11 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from latentcode.causal.edits import Ablate, Edit, Steer, Transplant, Zero, _check_reference
 from latentcode.causal.patching import (
-    Ablate,
-    Edit,
     InterventionResult,
     PositionsArg,
     Site,
-    Steer,
-    Transplant,
-    Zero,
-    _check_reference,
     _on_device,
     check_layers,
     intervene,
