@@ -365,6 +365,15 @@ def _similarity_rank(folder: Path, layer: str, centered: bool) -> tuple[float, i
     return float(pairs[at]["cosine"]), at + 1
 
 
+def transfer_interval(row: dict[str, str]) -> float:
+    """Half-width of the 95% interval of transfer minus control for one row of `rule_transfer*.csv`: 1.96 standard
+    errors, each share a binomial proportion over its own pairs (`n_pairs`, `n_control_pairs`), taken as
+    independent. The two shares come from the same recipients, so this ignores their covariance."""
+    p, q = float(row["transfer"]), float(row["control"])
+    n, m = int(row["n_pairs"]), int(row["n_control_pairs"])
+    return 1.96 * math.sqrt(p * (1 - p) / n + q * (1 - q) / m)
+
+
 def table_claims(base: str, names: list[str]) -> list[str]:
     """The paper's Fig. 5 claims, each checked by a stated criterion on each model's committed results."""
     models = _models(base, names)
@@ -383,7 +392,8 @@ def table_claims(base: str, names: list[str]) -> list[str]:
         ("5F: and not because the probe memorises inputs", "that layer's control-task selectivity; yes if > 0.05"),
         ("Rule transfer: the donor's codes carry the donor's rule", "share of OOD pairs whose answer becomes the "
          "donor rule's, all layers transplanted, minus the same share with a same-rule donor (the control); "
-         "yes if > 0.1"),
+         "yes if > 0.1; ± is the difference's 95% interval (1.96 standard errors, the two shares taken as "
+         "independent binomials over their pairs), and a verdict whose interval holds the bar is marked close"),
     ]
     lines = ["| paper's claim | criterion | " + " | ".join(_who(s) for s, _ in models) + " |",
              "|---|---|" + "---|" * len(models)]
@@ -415,7 +425,10 @@ def table_claims(base: str, names: list[str]) -> list[str]:
         if math.isnan(control):  # results written before the control: no verdict without it
             cells[6].append(f"n/a ({transfer:.3f}; no control in these results: run them again)")
         else:
-            cells[6].append(f"{'yes' if transfer - control > 0.1 else 'no'} ({transfer:.3f}, control {control:.3f})")
+            diff, half = transfer - control, transfer_interval(row)
+            close = ", close: the bar is inside the interval" if abs(diff - 0.1) < half else ""
+            cells[6].append(f"{'yes' if diff > 0.1 else 'no'} ({transfer:.3f}, control {control:.3f}; "
+                            f"{diff:+.3f} ± {half:.3f}{close})")
     for (claim, criterion), row in zip(claims, cells, strict=True):
         lines.append(f"| {claim} | {criterion} | " + " | ".join(row) + " |")
     return lines

@@ -403,3 +403,25 @@ def test_the_emergence_table_in_the_docs_holds_every_committed_snapshot():
             live = [float(r["live_fraction"]) for r in every
                     if r["step"] == row["step"] and r["layer"] != "all" and r.get("live_fraction", "nan") != "nan"]
             assert cells[-1] == ("/".join(str(round(100 * v)) for v in live) + "%" if live else "n/a")
+
+
+@pytest.mark.parametrize(("transfer", "control", "expected"), [
+    # 1.96 * sqrt(0.5 * 0.5 / 100 + 0.1 * 0.9 / 100) = 0.114: the bar (0.1) is far below +0.4
+    (0.5, 0.1, "| yes (0.500, control 0.100; +0.400 ± 0.114) |"),
+    # 1.96 * sqrt(0.25 * 0.75 / 100 + 0.1 * 0.9 / 100) = 0.103 > |0.15 - 0.1|: a yes, but a close one
+    (0.25, 0.1, "| yes (0.250, control 0.100; +0.150 ± 0.103, close: the bar is inside the interval) |"),
+    (0.1, 0.1, "| no (0.100, control 0.100; +0.000 ± 0.083) |"),
+])
+def test_fig5_claims_give_the_transfer_verdict_with_its_95_percent_interval(tmp_path, transfer, control, expected):
+    fig5 = _fig5_script()
+    source = fig5.latest("results/fig5", "sraven-softmax-s0")
+    if source is None:
+        pytest.skip("no committed Fig. 5 results (not a clone)")
+    copy = tmp_path / "results" / source.name
+    shutil.copytree(source, copy)
+    (copy / "rule_transfer_ood.csv").write_text(
+        "layer,transfer,control,keep,clean_keep,n_pairs,n_control_pairs\n"
+        f"all,{transfer},{control},0.2,0.8,100,100\n")
+    claims = fig5.table_claims(str(copy.parent), ["sraven-softmax-s0"])
+    row = next(line for line in claims if line.startswith("| Rule transfer"))
+    assert row.endswith(expected), row
