@@ -512,14 +512,34 @@ def accuracy_series(base: str, name: str) -> tuple[list[int], list[float]]:
     return sorted(by_step), [by_step[step] for step in sorted(by_step)]
 
 
-def accuracy_figure(base: str, names: list[str]):
+def record_accuracy(records: Path, name: str) -> dict[int, float]:
+    """{step: held-out accuracy} from a run's committed training record (`metrics.jsonl`, the `ood` rows): its
+    shipped checkpoint's (`checkpoints/sraven-<variant>` for seed 0, `...-s<seed>` for the others), else its
+    in-progress resume state's (`checkpoints/in-progress/<name>`); {} when neither is committed. The emergence
+    tables' `model_accuracy` is read from the same rows."""
+    variant, seed = name.split("-")[1], name.split("-")[2]
+    shipped = f"sraven-{variant}" if seed == "s0" else f"sraven-{variant}-{seed}"
+    for folder in (records / shipped, records / "in-progress" / name):
+        path = folder / "metrics.jsonl"
+        if path.is_file():
+            rows = (json.loads(line) for line in path.read_text().splitlines() if line.strip())
+            return {int(r["step"]): float(r["acc"]) for r in rows if r.get("split") == "ood" and "acc" in r}
+    return {}
+
+
+def accuracy_figure(base: str, names: list[str], records: Path | None = None):
     """Held-out accuracy over training of several SRAVEN models (`sraven-<variant>-s<seed>`), one colour per
     variant and one line style per seed, each variant's final Table A1 value from the paper as a dotted line of
-    its colour, and the end of training marked: how far each run is, and whether one variant passes another."""
+    its colour, and the end of training marked: how far each run is, and whether one variant passes another.
+
+    The points come from the committed emergence tables. Where a snapshot was lost before it was analysed, the
+    model's accuracy at that step is read from the run's committed training record (`records`, default
+    checkpoints/: see `record_accuracy`) and drawn as a hollow marker; a step in neither breaks the line."""
     import matplotlib.pyplot as plt
 
     from probes.figures.emergence import missing_steps, with_gaps
 
+    records = ROOT / "checkpoints" if records is None else records
     fig, ax = plt.subplots(figsize=(7.0, 4.3))
     variants = sorted({name.split("-")[1] for name in names},
                       key=lambda v: VARIANT_ORDER.index(v) if v in VARIANT_ORDER else len(VARIANT_ORDER))
@@ -528,10 +548,23 @@ def accuracy_figure(base: str, names: list[str]):
         variant, seed = name.split("-")[1], name.split("-")[2]
         steps, accuracy = accuracy_series(base, name)
         style = SEED_STYLES[int(seed.removeprefix("s")) % len(SEED_STYLES)] if seed[1:].isdigit() else "-"
-        missing = missing_steps(steps)  # a snapshot lost before it was analysed: break the line there
-        gap = f" (no snapshot analysed at {', '.join(f'{s:,}' for s in missing)})" if missing else ""
-        ax.plot(*with_gaps(steps, accuracy), style, marker="o", ms=3, color=colors[variant],
+        missing = missing_steps(steps)  # a snapshot lost before it was analysed
+        record = record_accuracy(records, name) if missing else {}
+        filled = [s for s in missing if s in record]
+        unknown = [s for s in missing if s not in record]  # in no record either: break the line there
+        notes = []
+        if filled:
+            notes.append(f"{', '.join(f'{s:,}' for s in filled)} from the training record")
+        if unknown:
+            notes.append(f"no snapshot analysed at {', '.join(f'{s:,}' for s in unknown)}")
+        gap = f" ({'; '.join(notes)})" if notes else ""
+        points = dict(zip(steps, accuracy, strict=True)) | {s: record[s] for s in filled}
+        x, y = with_gaps(sorted(points), [points[s] for s in sorted(points)])
+        ax.plot(x, y, style, marker="o", ms=3, color=colors[variant],
                 label=f"{name}: {accuracy[-1]:.3f} at step {steps[-1]:,}{gap}")
+        if filled:
+            ax.plot(filled, [record[s] for s in filled], "o", ms=6, mfc="white", color=colors[variant], zorder=3,
+                    label="_nolegend_")
     for variant in variants:
         if variant in PAPER_OOD_ACC:
             ax.axhline(PAPER_OOD_ACC[variant] / 100, color=colors[variant], ls=":", lw=1.2,
@@ -545,7 +578,8 @@ def accuracy_figure(base: str, names: list[str]):
 
 
 def cmd_accuracy(args: argparse.Namespace) -> int:
-    """The accuracy-over-training figure of several models from their committed emergence tables (PNG)."""
+    """The accuracy-over-training figure of several models from their committed emergence tables, a lost
+    snapshot's accuracy from the run's committed training record (PNG)."""
     figure = accuracy_figure(args.base, args.names)
     out = Path(args.out)
     figure.savefig(out, dpi=150, bbox_inches="tight")

@@ -330,7 +330,8 @@ def test_fig5_accuracy_figure_draws_each_models_committed_accuracy_beside_the_pa
             writer.writerow(["step", "layer", "decoding", "model_accuracy"])
             for step, value in accuracy.items():  # written out of step order, two layers per step
                 writer.writerows([[step, "0", 0.5, value], [step, "all", 0.6, value]])
-    figure = fig5.accuracy_figure(str(tmp_path), list(tables))
+    records = tmp_path / "checkpoints"  # no committed training record: the tables alone
+    figure = fig5.accuracy_figure(str(tmp_path), list(tables), records)
     lines = {line.get_label().split(":")[0]: line for line in figure.axes[0].get_lines()}
     for name, accuracy in tables.items():
         assert list(lines[name].get_xdata()) == sorted(accuracy)
@@ -345,16 +346,34 @@ def test_fig5_accuracy_figure_draws_each_models_committed_accuracy_beside_the_pa
     (tmp_path / "sraven-linear-s0").mkdir()
     (tmp_path / "sraven-linear-s0" / "emergence.csv").write_text(
         "step,layer,model_accuracy\n10000,0,0.2\n20000,0,0.3\n40000,0,0.4\n50000,0,0.45\n")
-    figure = fig5.accuracy_figure(str(tmp_path), ["sraven-linear-s0"])
+    figure = fig5.accuracy_figure(str(tmp_path), ["sraven-linear-s0"], records)
     line = figure.axes[0].get_lines()[0]
     assert line.get_label() == "sraven-linear-s0: 0.450 at step 50,000 (no snapshot analysed at 30,000)"
     assert list(line.get_xdata()) == [10000, 20000, 30000, 40000, 50000]
     y = np.asarray(line.get_ydata(), float)
     assert np.isnan(y[2]) and list(y[[0, 1, 3, 4]]) == [0.2, 0.3, 0.4, 0.45]
+    # the run's committed training record has the lost step's evaluation: the point is drawn from it, hollow
+    progress = records / "in-progress" / "sraven-linear-s0"
+    progress.mkdir(parents=True)
+    (progress / "metrics.jsonl").write_text(
+        '{"step": 30000, "split": "train", "loss": 0.9}\n{"step": 30000, "split": "ood", "acc": 0.35}\n'
+        '{"step": 60000, "split": "ood", "acc": 0.5}\n')
+    figure = fig5.accuracy_figure(str(tmp_path), ["sraven-linear-s0"], records)
+    line, hollow = figure.axes[0].get_lines()[:2]
+    assert line.get_label() == "sraven-linear-s0: 0.450 at step 50,000 (30,000 from the training record)"
+    assert list(line.get_xdata()) == [10000, 20000, 30000, 40000, 50000]  # a step past the table adds nothing
+    assert list(line.get_ydata()) == [0.2, 0.3, 0.35, 0.4, 0.45]
+    assert list(hollow.get_xdata()) == [30000] and hollow.get_markerfacecolor() == "white"
+    # a shipped checkpoint's record comes first (seed 0 ships as sraven-<variant>)
+    shipped = records / "sraven-linear"
+    shipped.mkdir()
+    (shipped / "metrics.jsonl").write_text('{"step": 30000, "split": "ood", "acc": 0.36}\n')
+    assert fig5.record_accuracy(records, "sraven-linear-s0") == {30000: 0.36}
+    assert fig5.record_accuracy(records, "sraven-linear-s1") == {}
     (tmp_path / "sraven-linear-s0" / "emergence.csv").unlink()
     with pytest.raises(SystemExit, match="sraven-linear-s0/emergence.csv does not exist; models with a committed "
                        "emergence table: sraven-hyla-s0, sraven-softmax-s0, sraven-softmax-s1"):
-        fig5.accuracy_figure(str(tmp_path), ["sraven-linear-s0"])
+        fig5.accuracy_figure(str(tmp_path), ["sraven-linear-s0"], records)
 
 
 def test_fig5_claims_give_no_verdict_without_results_or_without_a_transfer_control(tmp_path):
