@@ -519,11 +519,12 @@ def record_accuracy(records: Path, name: str) -> dict[int, float]:
     tables' `model_accuracy` is read from the same rows."""
     variant, seed = name.split("-")[1], name.split("-")[2]
     shipped = f"sraven-{variant}" if seed == "s0" else f"sraven-{variant}-{seed}"
+    from latentcode.pipelines.emergence import model_accuracy
+    from latentcode.rundir.checkpoint import read_metrics
+
     for folder in (records / shipped, records / "in-progress" / name):
-        path = folder / "metrics.jsonl"
-        if path.is_file():
-            rows = (json.loads(line) for line in path.read_text().splitlines() if line.strip())
-            return {int(r["step"]): float(r["acc"]) for r in rows if r.get("split") == "ood" and "acc" in r}
+        if (folder / "metrics.jsonl").is_file():
+            return model_accuracy(read_metrics(folder), "acc")
     return {}
 
 

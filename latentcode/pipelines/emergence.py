@@ -59,7 +59,9 @@ class EmergenceRow:
     "all" row, and in tables written before 0.2 had the column."""
 
 
-def _model_accuracy(metrics: list[dict[str, Any]], metric: str) -> dict[int, float]:
+def model_accuracy(metrics: list[dict[str, Any]], metric: str) -> dict[int, float]:
+    """{step: the model's own held-out score} from a run's metrics records (`read_metrics`): the emergence
+    table's `model_accuracy` column."""
     return {int(r["step"]): float(r[metric]) for r in metrics if r.get("split") == EMERGENCE_SPLIT and metric in r}
 
 
@@ -122,7 +124,7 @@ def rule_emergence(
             raise ValueError(f"no snapshot of step(s) {missing} in {run_dir}; available: {sorted(found)}")
         found = {s: found[s] for s in sorted(steps)}
     metrics = read_metrics(run_dir) if (run_dir / "metrics.jsonl").is_file() else []
-    own = _model_accuracy(metrics, RunConfig.load(run_dir).task.metric_name)
+    own = model_accuracy(metrics, RunConfig.load(run_dir).task.metric_name)
     live = _live_fractions(metrics)
     rows: list[EmergenceRow] = []
     for step, folder in tqdm(sorted(found.items()), desc="snapshots", disable=None if progress is None else not progress):
