@@ -212,10 +212,12 @@ def stash_state() -> list[str]:
 
 
 def shipped_name(name: str) -> str:
-    """The checkpoint folder a finished SRAVEN run ships as: seed 0 as `sraven-<variant>` (issue 19), other seeds
-    as `sraven-<variant>-s<seed>` (the fuzzy-logic seeds' naming)."""
+    """The checkpoint folder a finished run `<task>-<variant>-s<seed>` ships as (`pretrained_name`): seed 0 as
+    `<task>-<variant>` (issue 19), other seeds as `<task>-<variant>-s<seed>`."""
+    from latentcode.rundir.pretrained import pretrained_name
+
     task, variant, seed = name.split("-")[:3]
-    return f"{task}-{variant}" if seed == "s0" else f"{task}-{variant}-{seed}"
+    return pretrained_name(f"{task}-{variant}", int(seed.removeprefix("s")))
 
 
 def ship() -> list[str]:

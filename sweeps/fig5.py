@@ -517,10 +517,12 @@ def record_accuracy(records: Path, name: str) -> dict[int, float]:
     shipped checkpoint's (`checkpoints/sraven-<variant>` for seed 0, `...-s<seed>` for the others), else its
     in-progress resume state's (`checkpoints/in-progress/<name>`); {} when neither is committed. The emergence
     tables' `model_accuracy` is read from the same rows."""
-    variant, seed = name.split("-")[1], name.split("-")[2]
-    shipped = f"sraven-{variant}" if seed == "s0" else f"sraven-{variant}-{seed}"
     from latentcode.pipelines.emergence import model_accuracy
     from latentcode.rundir.checkpoint import read_metrics
+    from latentcode.rundir.pretrained import pretrained_name
+
+    task, variant, seed = name.split("-")[:3]
+    shipped = pretrained_name(f"{task}-{variant}", int(seed.removeprefix("s")))
 
     for folder in (records / shipped, records / "in-progress" / name):
         if (folder / "metrics.jsonl").is_file():

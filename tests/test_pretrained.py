@@ -20,6 +20,7 @@ from latentcode.rundir.pretrained import (
     is_shipped,
     list_pretrained,
     load_pretrained,
+    pretrained_name,
     pretrained_seeds,
     shipped_info,
 )
@@ -88,6 +89,10 @@ def test_every_shipped_seed_loads_by_name_and_seed(shipped, tmp_path):
     assert load_pretrained("fuzzy_logic-hyla-s1").config.train.seed == 1
     with pytest.raises(ValueError, match="no seed 2 of 'fuzzy_logic-hyla' is shipped; shipped seeds: 0, 1"):
         load_pretrained("fuzzy_logic-hyla", seed=2)
+    # the sweeps name what they ship with pretrained_name, the inverse of the lookup above
+    assert [pretrained_name("fuzzy_logic-hyla", seed) for seed in (0, 1)] == ["fuzzy_logic-hyla", "fuzzy_logic-hyla-s1"]
+    with pytest.raises(ValueError, match="seed=-1 must be a non-negative integer"):
+        pretrained_name("fuzzy_logic-hyla", -1)
 
 
 def test_missing_checkpoints_folder_says_how_to_fix(tmp_path, monkeypatch):

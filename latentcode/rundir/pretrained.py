@@ -29,6 +29,7 @@ __all__ = [
     "is_shipped",
     "list_pretrained",
     "load_pretrained",
+    "pretrained_name",
     "pretrained_path",
     "pretrained_seeds",
     "require_writable_run",
@@ -73,6 +74,18 @@ def _shipped_seed(folder: Path) -> int | None:
         return int(shipped_info(folder)["evaluation"]["seed"])
     except (OSError, KeyError, TypeError, ValueError):
         return None
+
+
+def pretrained_name(name: str, seed: int) -> str:
+    """The folder a checkpoint of `seed` ships under: the short name `name` itself for seed 0, the first seed
+    trained (docs/checkpoints.md), and `<name>-s<seed>` for every other seed; `pretrained_seeds` reads it back.
+
+    >>> pretrained_name("sraven-hyla", 0), pretrained_name("sraven-hyla", 2)
+    ('sraven-hyla', 'sraven-hyla-s2')
+    """
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed={seed!r} must be a non-negative integer")
+    return name if seed == 0 else f"{name}-s{seed}"
 
 
 def pretrained_seeds(name: str) -> dict[int, str]:
