@@ -66,6 +66,8 @@ class EmergenceFigure:
         """Two panels: accuracies, then selectivity (three with live units: see the class docstring); returns the
         figure. `ax` must hold as many axes as there are panels."""
         axes = _axes_row(ax, 3 if self.has_live_fraction else 2, 5.2, 4.0)
+        if ax is None:  # room between panels: each y label otherwise sits on the tick labels of the panel before
+            axes[0].figure.get_layout_engine().set(wspace=0.06)
         left, right = axes[:2]
         colors = _palette(len(self.layers))
         if self.has_live_fraction:
