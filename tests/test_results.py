@@ -243,6 +243,12 @@ def test_the_fig2b_table_in_the_docs_matches_the_committed_decodings():
 
 
 FIG5 = ROOT / "results" / "fig5"
+RESULTS_PAGES = ("reproduction.md", "campaign-log.md")  # the results page and the log that holds its full tables
+
+
+def _results_pages() -> str:
+    """docs/reproduction.md and docs/campaign-log.md, one after the other."""
+    return "\n".join((ROOT / "docs" / name).read_text() for name in RESULTS_PAGES)
 FIG5_TABLES = {"snapshots", "claims", "decode", "cluster", "similarity", "transfer"}
 
 
@@ -265,7 +271,7 @@ def test_the_sraven_fig5_section_is_generated_from_the_committed_results():
     import shlex
 
     gen = _gen_tables()
-    page = (ROOT / "docs" / "reproduction.md").read_text()
+    page = _results_pages()
     blocks = [m for m in gen.GENERATED.finditer(page) if "sweeps/fig5.py" in m["command"]
               and shlex.split(m["command"])[3] in FIG5_TABLES]
     assert {shlex.split(m["command"])[3] for m in blocks} >= FIG5_TABLES, "the Fig. 5 section lost a table"
@@ -397,13 +403,13 @@ def test_fig5_claims_give_no_verdict_without_results_or_without_a_transfer_contr
 
 @pytest.mark.skipif(not (ROOT / "results" / "emergence").is_dir(), reason="no committed emergence tables (not a clone)")
 def test_the_emergence_table_in_the_docs_holds_every_committed_snapshot():
-    """Each committed emergence table's snapshots appear in docs/reproduction.md with their all-layer decoding and
+    """Each committed emergence table's snapshots appear in the results pages with their all-layer decoding and
     the model's accuracy, read back from the CSV (not recomputed), so a new snapshot fails here until
     `python docs/gen_tables.py` has run."""
     import shlex
 
     gen = _gen_tables()
-    page = (ROOT / "docs" / "reproduction.md").read_text()
+    page = _results_pages()
     [block] = [m for m in gen.GENERATED.finditer(page) if "sweeps/fig5.py table emergence" in m["command"]]
     names = shlex.split(block["command"])[6:]
     tables = sorted((ROOT / "results" / "emergence").glob("*/emergence.csv"))
