@@ -20,7 +20,7 @@ for that point (SRAVEN: sweeps/table_a1_sraven.yaml; fuzzy logic: sweeps/table_a
 GELU and schedule), plus, for SRAVEN, `--train.snapshots=true` (the weights of every evaluation, for the emergence
 analysis) and a 2,000-step checkpoint cadence; neither changes the numbers, and a resume may leave them out. `stash` stops the
 trainings with SIGTERM, which makes them write a checkpoint between two steps, so the copy is a whole resume
-state; `start` again continues bitwise. Snapshots and logs are not stashed (see docs/reproduction.md).
+state; `start` again continues bitwise. Snapshots and logs are not stashed (see docs/campaign-log.md).
 """
 
 from __future__ import annotations
@@ -409,7 +409,7 @@ def main() -> None:
         updated = results()
         print("updated:", ", ".join(updated) if updated else "nothing (every snapshot already has its emergence rows)")
         if updated:
-            print("next: read the prose of docs/reproduction.md against the new tables, then commit results/ and docs/")
+            print("next: read the prose of docs/reproduction.md and docs/campaign-log.md against the new tables, then commit results/ and docs/")
         return
     if args.cmd == "ship":
         written = ship()

@@ -2,7 +2,7 @@
 
     python sweeps/hyla_lr_probe.py run --time-limit 3600     # train both probes (resumable; one thread each)
     python sweeps/hyla_lr_probe.py collect                     # their evaluations -> results/hyla_lr_probe.csv
-    python sweeps/hyla_lr_probe.py table                       # the Markdown table docs/reproduction.md shows
+    python sweeps/hyla_lr_probe.py table                       # the Markdown table docs/campaign-log.md shows
 
 Each probe is HYLA seed 0 at the Table A1 SRAVEN setting (paper preset, 156,250-step schedule, warm-up 1,000), as
 `sweeps/table_a1_sraven.yaml` trains it, but evaluated every 250 steps on 1,024 instances per split, at lr 1e-3 (the
