@@ -27,7 +27,7 @@ from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from probes.codes import LatentCodes, _class_labels
+from probes.codes import LatentCodes, LayerChoice, _class_labels
 from probes.decoding.estimators import RuleDecoder
 from probes.decoding.headline import Baseline
 from probes.decoding.results import DecodingResult, LayerDecoding, TermDecodingResult
@@ -37,8 +37,6 @@ __all__ = ["LayerChoice", "fit_rules", "fit_terms", "make_probe", "probe_groups"
 
 logger = logging.getLogger(__name__)
 
-LayerChoice = str | int | Sequence[int]
-"""'each+all' | 'each' | 'all' | 'last' | a model layer number | a list of model layer numbers."""
 
 
 def _single_threaded(fn: Callable) -> Callable:
