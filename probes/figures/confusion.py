@@ -109,12 +109,13 @@ class ConfusionFigure:
                         fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5,
                                       line={"color": "#d62728", "width": 2})
         fig.update_layout(
-            title=f"{self.title}<br>{self.caption()}".replace("\n", "<br>"),
+            title={"text": _wrap_title(f"{self.title}\n{self.caption()}", 90).replace("\n", "<br>"),
+                   "font": {"size": 14}},
+            margin={"t": 120},
             xaxis_title="predicted class",
             yaxis_title="true class",
             xaxis={"type": "category", "tickangle": -45},
             yaxis={"type": "category", "autorange": "reversed"},
-            width=max(520, 60 * len(self.class_names) + 260),
             height=max(480, 60 * len(self.class_names) + 220),
         )
         return fig
