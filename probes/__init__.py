@@ -22,8 +22,10 @@ if TYPE_CHECKING:
         cluster_codes,
     )
     from probes.codes import (
+        LAYER_NAMES,
         SPLITS,
         LatentCodes,
+        resolve_layers,
     )
     from probes.decoding.controls import (
         control_labels,
@@ -47,8 +49,10 @@ if TYPE_CHECKING:
     )
     from probes.decoding.results import (
         BitRegressionResult,
+        Confusion,
         DecodingResult,
         LayerDecoding,
+        MergedScore,
         TermDecodingResult,
     )
     from probes.degenerate import (
@@ -111,8 +115,10 @@ _EXPORTS: dict[str, str] = {
         "cluster_codes",
     ), "probes.cluster"),
     **dict.fromkeys((
+        "LAYER_NAMES",
         "LatentCodes",
         "SPLITS",
+        "resolve_layers",
     ), "probes.codes"),
     **dict.fromkeys((
         "control_labels",
@@ -138,8 +144,10 @@ _EXPORTS: dict[str, str] = {
     ), "probes.decoding.headline"),
     **dict.fromkeys((
         "BitRegressionResult",
+        "Confusion",
         "DecodingResult",
         "LayerDecoding",
+        "MergedScore",
         "TermDecodingResult",
     ), "probes.decoding.results"),
     **dict.fromkeys((
@@ -198,6 +206,7 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "CONSTANT_RTOL",
+    "LAYER_NAMES",
     "SPLITS",
     "Baseline",
     "BitRegressionResult",
@@ -205,6 +214,7 @@ __all__ = [
     "ClusteringResult",
     "CodeHeatmapFigure",
     "CodeSpread",
+    "Confusion",
     "ConstantCodesWarning",
     "Controls",
     "DecodingFigure",
@@ -217,6 +227,7 @@ __all__ = [
     "LayerClustering",
     "LayerDecoding",
     "LayerSpread",
+    "MergedScore",
     "Report",
     "RuleDecoder",
     "RuleSimilarity",
@@ -248,6 +259,7 @@ __all__ = [
     "input_features",
     "log_constant_warnings",
     "make_probe",
+    "resolve_layers",
     "ridge_bits",
     "rule_similarity",
     "run_controls",

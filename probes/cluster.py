@@ -123,7 +123,7 @@ class ClusteringResult:
             raise ValueError(f"layer {name} codes were constant; k-means was skipped, there are no clusters")
         if row.kmeans is None:
             raise ValueError("this ClusteringResult holds no fitted k-means (made from JSON?); re-run cluster_codes")
-        ((_, positions),) = codes.layer_groups("all" if name == "all" else [int(name)])
+        _, positions = codes.layer_group(name)
         return row.kmeans.predict(codes._flat_axis(positions))
 
     def table(self) -> str:

@@ -42,6 +42,66 @@ logger = logging.getLogger(__name__)
 SPLITS: tuple[str, ...] = ("train", "test", "ood", "novel_terms")
 """Every split name a row may carry, in display order (spec §8.1)."""
 
+LAYER_NAMES: tuple[str, ...] = ("each+all", "each", "all", "last")
+"""The named layer choices every `layers=` takes, besides model layer numbers (`resolve_layers`)."""
+
+LayerChoice = str | int | Sequence[int]
+"""'each+all' | 'each' | 'all' | 'last' | a model layer number | a list of model layer numbers."""
+
+
+def resolve_layers(layers: LayerChoice, layer_names: Sequence[int]) -> list[tuple[str, list[int]]]:
+    """The one reading of `layers=`, shared by every function and estimator that takes it.
+
+    Args:
+        layers: "each" (one group per layer), "all" (one group of every layer), "each+all" (both), "last" (the
+            last extracted layer), a model layer number (an int, or its string such as "3", as result tables name
+            layers), or a list of model layer numbers (one group each).
+        layer_names: the model layer of each entry of the layer axis (`LatentCodes.layer_names`).
+
+    Returns:
+        (name, positions on the layer axis) per group: a single layer is named by its model layer ("3"), every
+        layer together "all".
+
+    Raises:
+        ValueError: one line naming the bad value, the model layers there are and what `layers=` takes.
+
+    Example:
+        >>> resolve_layers("last", [0, 1, 3]), resolve_layers([3, 0], [0, 1, 3])
+        ([('3', [2])], [('3', [2]), ('0', [0])])
+        >>> resolve_layers("each+all", [0, 1])
+        [('0', [0]), ('1', [1]), ('all', [0, 1])]
+    """
+    names = [int(x) for x in layer_names]
+    takes = f"layers= takes {', '.join(repr(x) for x in LAYER_NAMES)}, a model layer number or a list of them"
+    each = [(str(name), [i]) for i, name in enumerate(names)]
+    if isinstance(layers, str):
+        choices = {"each": each, "all": [("all", list(range(len(names))))], "last": each[-1:]}
+        choices["each+all"] = each + choices["all"]
+        if layers in choices:
+            return choices[layers]
+        if not layers.strip().lstrip("-").isdigit():
+            raise ValueError(f"layers={layers!r} is not a layer choice; {takes} (these codes hold model layers "
+                             f"{names})")
+        wanted: list[Any] = [int(layers)]
+    elif isinstance(layers, int | np.integer) and not isinstance(layers, bool):
+        wanted = [layers]
+    else:
+        try:
+            wanted = list(layers)  # type: ignore[arg-type]
+        except TypeError:
+            raise ValueError(f"layers={layers!r} is not a layer choice; {takes}") from None
+        if not wanted:
+            raise ValueError(f"layers={layers!r} selects nothing; {takes} (these codes hold model layers {names})")
+    groups = []
+    for layer in wanted:
+        if isinstance(layer, bool) or not isinstance(layer, int | np.integer) or int(layer) not in names:
+            raise ValueError(
+                f"layers={layers!r}: {layer!r} is not an extracted model layer; these codes hold model layers "
+                f"{names} ({takes})"
+            )
+        groups.append(each[names.index(int(layer))])
+    return groups
+
 
 @dataclass(frozen=True, eq=False)
 class LatentCodes:
@@ -141,6 +201,61 @@ class LatentCodes:
         return self.n_samples
 
     @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape of `codes`, [n_samples, layer, head, query, key]; scikit-learn reads the row count from it."""
+        return tuple(self.codes.shape)
+
+    def __getitem__(self, rows: Any) -> LatentCodes:
+        """The rows `rows` selects (a slice, a boolean mask or an index array, in that order) as `LatentCodes`.
+
+        This is what lets scikit-learn's model selection (`cross_val_score`, `GridSearchCV`, any splitter) cut
+        codes into folds: it indexes `codes[indices, ...]`, which is accepted too.
+
+        Raises:
+            TypeError: a single integer (keep one row with `codes[[i]]`) or an index into other axes.
+            IndexError: a mask of the wrong length or an index out of range.
+
+        Example:
+            >>> import numpy as np
+            >>> lc = LatentCodes(np.arange(3.0).reshape(3, 1, 1, 1, 1), {"rule": np.array([0, 1, 2])},
+            ...                  np.array(["train", "train", "ood"]))
+            >>> lc[[2, 0]].labels["rule"].tolist(), lc[1:].n_samples, lc[lc.split == "ood"].splits
+            ([2, 0], 2, ('ood',))
+        """
+        if isinstance(rows, tuple):
+            if len(rows) == 2 and rows[1] is Ellipsis:
+                rows = rows[0]
+            else:
+                raise TypeError(f"LatentCodes[{rows!r}]: index rows only (codes[rows]); the codes array is .codes")
+        if isinstance(rows, int | np.integer):
+            raise TypeError(f"LatentCodes[{rows!r}]: index with a slice, a boolean mask or an index array "
+                            f"(codes[[{rows!r}]] keeps that one row)")
+        if isinstance(rows, slice):
+            return self._take(np.arange(self.n_samples)[rows])
+        index = np.asarray(rows)
+        if index.dtype == bool:
+            if index.shape != (self.n_samples,):
+                raise IndexError(f"a boolean mask of shape {index.shape}; LatentCodes need one of shape "
+                                 f"({self.n_samples},)")
+            return self._take(np.flatnonzero(index))
+        if index.size and index.dtype.kind not in "iu":
+            raise TypeError(f"LatentCodes rows are indexed by integers or a boolean mask, not {index.dtype}")
+        index = index.astype(np.int64).ravel()
+        if index.size and (index.max() >= self.n_samples or index.min() < -self.n_samples):
+            raise IndexError(f"row index out of range for {self.n_samples} rows")
+        return self._take(index)
+
+    def _take(self, index: np.ndarray) -> LatentCodes:
+        """Rows `index` (integers, in that order, repeats kept)."""
+        return LatentCodes(
+            codes=self.codes[index],
+            labels={k: v[index] for k, v in self.labels.items()},
+            split=self.split[index],
+            meta=dict(self.meta),
+            inputs=None if self.inputs is None else self.inputs[index],
+        )
+
+    @property
     def n_samples(self) -> int:
         """Number of instances (rows)."""
         return int(self.codes.shape[0])
@@ -236,32 +351,24 @@ class LatentCodes:
             return [str(x) for x in names]
         return [str(i) for i in range(n_classes or 0)]
 
-    def axis_positions(self, layers: int | Sequence[int]) -> list[int]:
-        """Positions on the layer axis of model layers `layers` (0-based model layer numbers, `layer_names`).
+    def axis_positions(self, layers: LayerChoice) -> list[int]:
+        """Positions on the layer axis of the layers `layers` selects (`resolve_layers`: a layer name, a model layer
+        number or a list of them), each once, in the order chosen.
 
         Raises:
-            ValueError: a layer that was not extracted (the message lists the layers that were).
+            ValueError: a layer that was not extracted, or a name that is not a layer choice (one line saying which
+                values `layers=` takes).
 
         Example:
             >>> import numpy as np
             >>> lc = LatentCodes(np.zeros((2, 2, 1, 1, 1)), {}, np.array(["train", "ood"]), {"layers": [1, 3]})
-            >>> lc.axis_positions([3, 1])
-            [1, 0]
+            >>> lc.axis_positions([3, 1]), lc.axis_positions("last"), lc.axis_positions("all")
+            ([1, 0], [1], [0, 1])
         """
-        wanted = [layers] if isinstance(layers, int | np.integer) else list(layers)
-        names = self.layer_names
-        positions = []
-        for layer in wanted:
-            if isinstance(layer, bool) or not isinstance(layer, int | np.integer) or int(layer) not in names:
-                raise ValueError(
-                    f"layers={layers!r}: {layer!r} is not an extracted model layer; these codes hold model "
-                    f"layers {names} (layers= takes model layer numbers, or 'last'/'all'/'each'/'each+all')"
-                )
-            positions.append(names.index(int(layer)))
-        return positions
+        return list(dict.fromkeys(p for _, positions in self.layer_groups(layers) for p in positions))
 
-    def layer_groups(self, layers: str | int | Sequence[int] = "each+all") -> list[tuple[str, list[int]]]:
-        """Resolve a layer choice into named groups of positions on the layer axis.
+    def layer_groups(self, layers: LayerChoice = "each+all") -> list[tuple[str, list[int]]]:
+        """Resolve a layer choice into named groups of positions on the layer axis (`resolve_layers`).
 
         Args:
             layers: "each" (one group per layer), "all" (one group of every layer), "each+all" (both),
@@ -279,19 +386,22 @@ class LatentCodes:
             >>> lc.layer_groups(3)
             [('3', [1])]
         """
-        names = self.layer_names
-        each = [(str(names[i]), [i]) for i in range(self.n_layers)]
-        every = [("all", list(range(self.n_layers)))]
-        if isinstance(layers, str):
-            choices = {"each": each, "all": every, "each+all": each + every, "last": each[-1:]}
-            if layers not in choices:
-                raise ValueError(
-                    f"layers={layers!r} is not a layer choice; use one of {list(choices)} or model layer numbers"
-                )
-            return choices[layers]
-        if not isinstance(layers, int | np.integer) and not list(layers):
-            raise ValueError(f"layers=[] selects nothing; pass 'each+all' or model layer numbers from {names}")
-        return [each[i] for i in self.axis_positions(layers)]
+        return resolve_layers(layers, self.layer_names)
+
+    def layer_group(self, layer: str | int, *, what: str = "layer") -> tuple[str, list[int]]:
+        """The one layer group `layer` names ("last", "all", a model layer number or its string, e.g. "3"), for
+        analyses of a single group (`rule_similarity`, `embed_codes`).
+
+        Raises:
+            ValueError: a choice of several groups ("each", "each+all", a list of layers) or an unknown layer.
+        """
+        groups = self.layer_groups(layer)
+        if len(groups) != 1:
+            raise ValueError(
+                f"{what}={layer!r} selects {len(groups)} layer groups; {what}= takes one: 'last', 'all' or a model "
+                f"layer number from {self.layer_names}"
+            )
+        return groups[0]
 
     def label_values(self, label: str | None = None) -> np.ndarray:
         """The array of label `label` (default: `self.label`, the codes' default label).
@@ -309,16 +419,68 @@ class LatentCodes:
             raise ValueError(f"label={label!r} is not in these codes; available labels: {sorted(self.labels)}")
         return self.labels[label]
 
+    def composition_ids(self, groups: str | None = None) -> np.ndarray:
+        """An integer id per row naming its composition, for grouped cross-validation (`GroupKFold`): the `groups`
+        label, else `composition`, else the codes' composition label (`composition_label`, as a set when its kind
+        is "class_set"), else their bits label. Rows with equal values get equal ids.
+
+        Raises:
+            ValueError: none of those labels is in the codes (the message lists the labels there are).
+
+        Example:
+            >>> import numpy as np
+            >>> rules = np.array([[0, 1], [2, 3], [0, 1]])
+            >>> LatentCodes(np.zeros((3, 1, 1, 1, 1)), {"rules": rules}, np.array(["train"] * 3),
+            ...             {"composition_label": "rules"}).composition_ids().tolist()
+            [0, 1, 0]
+        """
+        candidates = [groups] if groups else ["composition", self.composition_label, *self.labels_of_kind("bits")]
+        candidates = list(dict.fromkeys(key for key in candidates if key))
+        for key in candidates:
+            if key in self.labels:
+                values = self.labels[key].reshape(self.n_samples, -1)
+                if self.label_kinds.get(key) == "class_set":
+                    values = np.sort(values, axis=1)
+                return np.unique(values, axis=0, return_inverse=True)[1].ravel().astype(np.int64)
+        raise ValueError(
+            f"groups={groups!r}: these codes have none of the labels that name a composition "
+            f"({', '.join(candidates) or 'no composition label recorded'}); available labels: {sorted(self.labels)}"
+        )
+
+    def to_sklearn(
+        self, layers: LayerChoice | None = None, label: str | None = None, groups: str | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """The arrays scikit-learn's estimators and model selection take: `X, y, groups = codes.to_sklearn(...)`.
+
+        Args:
+            layers: the feature layers, as in `flat`.
+            label: the target label (default: the codes' default label, `label`).
+            groups: the label naming each row's composition (default: as `composition_ids` finds it).
+
+        Returns:
+            (X float32 [n_samples, features] = `flat(layers)`, y = `label_values(label)`, groups = an integer
+            composition id per row, or None when the codes record no composition and `groups` was not given).
+        """
+        try:
+            ids = self.composition_ids(groups)
+        except ValueError:
+            if groups is not None:
+                raise
+            ids = None
+        return self.flat(layers), self.label_values(label), ids
+
     def get_label(self, name: str | None = None) -> np.ndarray:
         """Deprecated name of `label_values`."""
         warn_renamed("LatentCodes.get_label", "LatentCodes.label_values")
         return self.label_values(name)
 
-    def flat(self, layers: int | Sequence[int] | None = None) -> np.ndarray:
+    def flat(self, layers: LayerChoice | None = None) -> np.ndarray:
         """Codes as a feature matrix.
 
         Args:
-            layers: model layer numbers (see `layer_names`) to keep; None keeps every extracted layer.
+            layers: the layers to keep, as everywhere a layer is taken (`resolve_layers`): "last", "all", a model
+                layer number (see `layer_names`) or a list of them ("each" and "each+all" keep every layer, once);
+                None keeps every extracted layer.
 
         Returns:
             float32 [n_samples, features], features = (layers, head, query, key) flattened in that order.
@@ -358,14 +520,7 @@ class LatentCodes:
                 chosen = np.zeros(self.n_samples, dtype=bool)
                 chosen[mask.astype(int)] = True
                 keep &= chosen
-        index = np.flatnonzero(keep)
-        return LatentCodes(
-            codes=self.codes[index],
-            labels={k: v[index] for k, v in self.labels.items()},
-            split=self.split[index],
-            meta=dict(self.meta),
-            inputs=None if self.inputs is None else self.inputs[index],
-        )
+        return self._take(np.flatnonzero(keep))
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write `<path>.npz` (arrays) and `<path>.json` (meta); `path` may end in `.npz` or not.

@@ -87,7 +87,7 @@ class Embedding:
             )
         if self.reducer is None:
             raise ValueError("this Embedding holds no fitted reducer (made from JSON?); re-run embed_codes")
-        ((_, positions),) = codes.layer_groups("all" if self.layer == "all" else [int(self.layer)])
+        _, positions = codes.layer_group(self.layer)
         X = codes._flat_axis(positions).astype(np.float64)
         expected = self.reducer.n_features_in_ if self.method == "pca" else self.reducer._raw_data.shape[1]
         if X.shape[1] != expected:
@@ -250,7 +250,7 @@ def embed_codes(
     if rows.size < 3:
         raise ValueError(f"split={split!r} selects {rows.size} rows; an embedding needs at least 3")
     rows = rows[subsample(rows.size, max_points, 0 if random_state is None else random_state)]
-    ((layer_name, positions),) = codes.layer_groups(layer if isinstance(layer, str) else [layer])
+    layer_name, positions = codes.layer_group(layer)
     X = codes._flat_axis(positions)[rows].astype(np.float64)
     params: dict[str, Any] = {
         "max_points": max_points,

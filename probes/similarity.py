@@ -138,7 +138,7 @@ def rule_similarity(
     Returns:
         A `RuleSimilarity`.
     """
-    ((layer, positions),) = codes.layer_groups(layer if isinstance(layer, str) else [layer])
+    layer, positions = codes.layer_group(layer)
     means = class_means(codes, label, split)
     flat = means.means[:, positions].reshape(len(means.class_names), -1)
     rows = codes.select(split=split) if split is not None else codes

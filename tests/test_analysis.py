@@ -114,6 +114,20 @@ def test_hyla_last_layer_decodes_the_rule_of_ood_codes_above_the_majority_rate(t
     assert saved["label"] == "rule" and saved["layers"][1]["accuracy"]["ood"] == pytest.approx(ood)
 
 
+def test_decode_run_reports_the_score_with_the_rules_sraven_says_share_a_code_merged(trained_run, tmp_path):
+    result, path = analysis.decode_run(trained_run, progress=False, out_dir=tmp_path / "decode")
+    assert result.merged is not None and result.merged.groups == [["addition", "subtraction"]]
+    names = result.class_names
+    a, s = names.index("addition"), names.index("subtraction")
+    saved = json.loads(path.read_text())
+    for i, layer in enumerate(saved["layers"]):
+        matrix = np.array(layer["confusion"]["ood"])  # the held-out confusion matrix, as saved
+        within = matrix[a, s] + matrix[s, a]
+        assert saved["merged"]["accuracy"]["ood"][i] == pytest.approx((np.trace(matrix) + within) / matrix.sum())
+    assert "with addition+subtraction merged" in result.table()
+    assert saved["top_confusions"]["ood"][result.last_layer] is not None
+
+
 def test_decode_command_prints_the_table_with_baselines(trained_run, cli, capsys, tmp_path):
     run = shutil.copytree(trained_run, tmp_path / "run")
     assert cli(["decode", str(run)]) == 0

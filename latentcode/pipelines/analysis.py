@@ -155,7 +155,8 @@ def decode_run(
     source, run_dir = run_dir, analysis_dir(run_dir, out_dir)
     codes, path = ensure_codes(run_dir, positions=positions, inputs=inputs, device=device, progress=progress)
     check_constant_codes(codes, what=str(source))
-    result = decode_rules(codes, label=label, progress=progress)
+    shared = getattr(config.task, "shared_codes", {}).get(label or codes.label)  # classes the task says share a code
+    result = decode_rules(codes, label=label, progress=progress, merge=shared)
     out = path.with_suffix(".decode.json")
     atomic_write_json(out, result.to_dict())
     record_outputs(run_dir, [out])

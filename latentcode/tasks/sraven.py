@@ -118,6 +118,10 @@ class SRaven(CompositionalTask):
         demo_params={"permute_features": False},
     )
     transfer: ClassVar[str | None] = "rule_transfer"
+    shared_codes: ClassVar[dict[str, tuple[tuple[str, ...], ...]]] = {"rule": (("addition", "subtraction"),)}
+    """Classes of a label that share one latent code, by label: the paper's Fig. 5E finds addition and subtraction
+    "reused by flipping the sign of the operands". Decoding reports its score with each group merged beside the
+    plain one (`probes.decode_rules(merge=...)`), since a linear probe of the code cannot tell them apart."""
 
     def __init__(self, **params: Any) -> None:
         """Build the task and draw its held-out rule multisets from `seed`.

@@ -21,8 +21,8 @@ from typing import Any
 
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("Baseline", "Controls", "Headline", "HEADLINE"), "probes.decoding.headline"),
-    **dict.fromkeys(("BitRegressionResult", "DecodingResult", "LayerDecoding", "TermDecodingResult", "NA",
-                     "UNDEFINED"), "probes.decoding.results"),
+    **dict.fromkeys(("BitRegressionResult", "Confusion", "DecodingResult", "LayerDecoding", "MergedScore",
+                     "TermDecodingResult", "NA", "UNDEFINED"), "probes.decoding.results"),
     **dict.fromkeys(("RuleDecoder", "code_space_directions"), "probes.decoding.estimators"),
     **dict.fromkeys(("LayerChoice", "make_probe", "probe_groups", "fit_rules", "fit_terms"), "probes.decoding.fit"),
     "fit_bits": "probes.decoding.ridge",

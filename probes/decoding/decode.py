@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from probes._compat import renamed_kwargs
 from probes.codes import LatentCodes
@@ -49,6 +50,7 @@ def decode_rules(
     controls: bool = True,
     progress: bool | None = None,
     rtol: float = CONSTANT_RTOL,
+    merge: Sequence[Sequence[Any]] | None = None,
 ) -> DecodingResult:
     """Decode a ground-truth label from codes: fit on the train split, score on every evaluation split.
 
@@ -74,16 +76,22 @@ def decode_rules(
         progress: show a progress bar (None: only on a terminal).
         rtol: a layer whose codes vary by at most this fraction of their RMS is constant
             (`probes.degenerate.CONSTANT_RTOL`).
+        merge: a partition of the label's classes into groups that count as one class, e.g. classes the task
+            says share a code (`[["addition", "subtraction"]]` for SRAVEN rules; names or values, classes not
+            named stay on their own). The result then also reports the accuracy with each group merged, beside
+            the merged label's floors (`DecodingResult.merged`); the probes are not refitted.
 
     Returns:
-        A `DecodingResult`; `table()` prints it, `to_dict()` serializes it.
+        A `DecodingResult`; `table()` prints it (with the last layer's top confusions), `to_dict()` serializes it
+        (with every probe's confusion matrix).
 
     Raises:
         ValueError: no train rows or no evaluation rows, a missing or continuous label, or a single class in
             the train split.
     """
     probe_params = {"C": C, "max_iter": max_iter, "random_state": random_state}
-    result = fit_rules(codes, label, layers, splits=splits, progress=progress, rtol=rtol, **probe_params)
+    result = fit_rules(codes, label, layers, splits=splits, progress=progress, rtol=rtol, merge=merge,
+                       **probe_params)
     splits = result.splits
     terms, bits = result.terms, None
     set_labels, bit_labels = codes.labels_of_kind("class_set"), codes.labels_of_kind("bits")

@@ -68,12 +68,17 @@ class RuleDecoder(ClassifierMixin, BaseEstimator):
     Fit it on the codes of one checkpoint and split, then predict and score codes of any other (another split,
     checkpoint or model with the same code layout). `X` is `LatentCodes` (features: `LatentCodes.flat(layers)`,
     target: the label `label`, or the codes' default label) or a plain array [n_samples, n_features] with `y`.
+    scikit-learn's model selection takes `LatentCodes` as `X` too (`cross_val_score(RuleDecoder(layers="last"),
+    codes, groups=codes.composition_ids(), cv=GroupKFold(3))`): it cuts them into folds by row
+    (`LatentCodes.__getitem__`). Without `y` the folds are unstratified and the score is `score`'s accuracy; pass
+    `y=codes.label_values()` for stratified folds or a `scoring=` string.
 
     Args:
         C: inverse L2 regularization strength.
         max_iter: solver iterations.
         random_state: seed of the solver.
-        layers: model layer numbers whose codes are the features when `X` is `LatentCodes` (None: all).
+        layers: the layers whose codes are the features when `X` is `LatentCodes`, as everywhere a layer is taken
+            ("last", "all", a model layer number or a list of them; `probes.codes.resolve_layers`). None: all.
         label: the label decoded when `X` is `LatentCodes` (None: the codes' default label).
 
     Attributes:
@@ -97,7 +102,7 @@ class RuleDecoder(ClassifierMixin, BaseEstimator):
         C: float = 1.0,
         max_iter: int = 1000,
         random_state: int | None = 0,
-        layers: int | list[int] | None = None,
+        layers: str | int | list[int] | None = None,
         label: str | None = None,
     ) -> None:
         self.C = C

@@ -27,18 +27,16 @@ from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from probes.codes import LatentCodes, _class_labels
+from probes.codes import LatentCodes, LayerChoice, _class_labels
 from probes.decoding.estimators import RuleDecoder
 from probes.decoding.headline import Baseline
-from probes.decoding.results import DecodingResult, LayerDecoding, TermDecodingResult
+from probes.decoding.results import DecodingResult, LayerDecoding, MergedScore, TermDecodingResult
 from probes.degenerate import CONSTANT_RTOL, code_spread
 
 __all__ = ["LayerChoice", "fit_rules", "fit_terms", "make_probe", "probe_groups"]
 
 logger = logging.getLogger(__name__)
 
-LayerChoice = str | int | Sequence[int]
-"""'each+all' | 'each' | 'all' | 'last' | a model layer number | a list of model layer numbers."""
 
 
 def _single_threaded(fn: Callable) -> Callable:
@@ -212,6 +210,55 @@ def _set_baselines(y, train, masks, n_classes) -> tuple[np.ndarray, dict[str, Ba
     return majority, baselines
 
 
+def _merge_partition(name: str, merge: Any, classes: np.ndarray, names: list[str]) -> tuple[np.ndarray, list[list[str]]]:
+    """Each class's merged class (an index per class) and the merged groups by name, from `merge`: groups of class
+    names or values, each class in at most one group; classes not named stay on their own."""
+    groups = [list(group) for group in merge] if not isinstance(merge, str) else None
+    if not groups or any(isinstance(group, str) or len(group) < 2 for group in groups):
+        raise ValueError(
+            f"merge={merge!r} is not a list of groups of classes; pass e.g. merge=[[{names[0]!r}, {names[-1]!r}]] "
+            f"(classes of {name!r}: {names})"
+        )
+    values = [str(c) for c in classes]
+    group_of = np.arange(len(classes))
+    seen: set[int] = set()
+    named = []
+    for g, group in enumerate(groups):
+        members = []
+        for member in group:
+            text = str(member)
+            index = names.index(text) if text in names else values.index(text) if text in values else None
+            if index is None:
+                raise ValueError(f"merge={merge!r}: {member!r} is not a class of {name!r}; its classes: {names}")
+            if index in seen:
+                raise ValueError(f"merge={merge!r}: class {names[index]!r} is in more than one group; groups must "
+                                 "not overlap")
+            seen.add(index)
+            members.append(index)
+        group_of[members] = len(classes) + g  # relabelled densely below
+        named.append([names[i] for i in members])
+    return np.unique(group_of, return_inverse=True)[1], named
+
+
+def _merged_score(name, merge, y, classes, names, train, masks, rows) -> MergedScore:
+    """The probes' accuracy with the classes of `merge` merged, read from their confusion matrices."""
+    group_of, groups = _merge_partition(name, merge, classes, names)
+    n_merged = int(group_of.max()) + 1
+    merged_names = []
+    for m in range(n_merged):
+        members = [names[i] for i in np.flatnonzero(group_of == m)]
+        merged_names.append("+".join(members))
+    y_merged = group_of[np.searchsorted(classes, y)]
+    majority, baselines = _multiclass_baselines(y_merged, train, masks, n_merged)
+    same = group_of[:, None] == group_of[None, :]
+    accuracy = {
+        split: np.array([float(row.confusion[split][same].sum() / row.confusion[split].sum()) for row in rows])
+        for split in masks
+    }
+    return MergedScore(groups=groups, n_classes=n_merged, majority_class=merged_names[int(majority)],
+                       accuracy=accuracy, baselines=baselines)
+
+
 def probe_groups(
     codes: LatentCodes, layers: LayerChoice = "each+all", *, rtol: float = CONSTANT_RTOL
 ) -> tuple[list[tuple[str, list[int]]], list[str]]:
@@ -310,6 +357,7 @@ def fit_rules(
     random_state: int | None = 0,
     progress: bool | None = None,
     rtol: float = CONSTANT_RTOL,
+    merge: Sequence[Sequence[Any]] | None = None,
 ) -> DecodingResult:
     """`decode_rules` without the fuzzy-logic extras and without controls: the codes' probes and their floors.
 
@@ -322,9 +370,16 @@ def fit_rules(
     splits = _resolve_splits(codes, splits)
     masks = {s: codes.split == s for s in splits}
     name, y, classes, names = _class_labels(codes, label)
+    if merge is not None:
+        if y.ndim == 2:
+            raise ValueError(f"merge= merges classes of a label with one class per row; {name!r} holds sets of "
+                             "classes (decode a 1-D label, or leave merge out)")
+        _merge_partition(name, merge, classes, names)  # checked before any probe is fitted
     groups, constant = probe_groups(codes, layers, rtol=rtol)
     probe_params = {"C": C, "max_iter": max_iter, "random_state": random_state}
     params = {"layers": layers if isinstance(layers, str) else list(np.atleast_1d(layers)), **probe_params}
+    if merge is not None:
+        params["merge"] = [list(group) for group in merge]
     terms = None
     if y.ndim == 2:
         rows, terms = _decode_sets(codes, name, y, names, groups, constant, train, masks, probe_params, progress)
@@ -352,6 +407,7 @@ def fit_rules(
             train_accuracy = float(probe.score(X[train], y[train]))
             rows.append(LayerDecoding(layer, train_accuracy, accuracy, macro, confusion))
         kind = "multiclass"
+    merged = None if merge is None else _merged_score(name, merge, y, classes, names, train, masks, rows)
     return DecodingResult(
         task=codes.task,
         label=name,
@@ -365,6 +421,7 @@ def fit_rules(
         params=params,
         reading=codes.reading,
         constant_layers=constant,
+        merged=merged,
     )
 
 

@@ -11,7 +11,7 @@ a number does not apply or was not computed, and `–` where it was computed but
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -19,6 +19,54 @@ from probes.codes import _jsonable
 from probes.decoding.headline import HEADLINE, Baseline, Controls, Headline
 from probes.tables import NA, UNDEFINED, align_columns
 from probes.tables import format_score as _fmt
+
+
+class Confusion(NamedTuple):
+    """One cell of a confusion matrix off its diagonal: rows of class `true` predicted as `predicted`.
+
+    For sets of classes (`kind="sets"`) the cells are per class: "t present" predicted "t absent" (a missed
+    class) or the reverse (a spurious one).
+
+    Attributes:
+        true: the true class (its name).
+        predicted: the predicted class.
+        count: rows.
+        share: `count` over all errors of the probe on the split (for sets: over every per-class error).
+    """
+
+    true: str
+    predicted: str
+    count: int
+    share: float
+
+    def __str__(self) -> str:
+        return f"{self.true} → {self.predicted} {self.count} ({self.share:.0%} of errors)"
+
+
+@dataclass(frozen=True)
+class MergedScore:
+    """The probes' accuracy once classes that share a code are merged into one (their mutual confusions count as
+    right), beside the merged label's own floors. The probes are not refitted: the merge reads their confusion
+    matrices, so the score is the plain one plus the errors within a group.
+
+    Attributes:
+        groups: the merged groups, by class name (classes not named stay classes of their own).
+        n_classes: classes after the merge.
+        majority_class: the train split's most frequent class after the merge (a group joined with "+").
+        accuracy: split -> accuracy with the groups merged, per probe (in `DecodingResult.layer_names` order).
+        baselines: split -> the merged label's floors (`Baseline`; chance is uniform over the merged classes).
+    """
+
+    groups: list[list[str]]
+    n_classes: int
+    majority_class: str
+    accuracy: dict[str, np.ndarray]
+    baselines: dict[str, Baseline]
+
+    @property
+    def name(self) -> str:
+        """The groups in words: "addition+subtraction" (groups joined with ", ")."""
+        return ", ".join("+".join(group) for group in self.groups)
 
 
 @dataclass(frozen=True)
@@ -197,6 +245,10 @@ class DecodingResult:
             (unless every layer is constant).
         notes: what the table's footnote says besides the classes without a probe (e.g. probes that stopped
             before converging).
+        merged: the accuracy with classes that share a code merged (`decode_rules(merge=...)`), or None.
+
+    Every probe keeps its confusion matrix on every evaluation split (`LayerDecoding.confusion`, in `to_dict()`
+    too); `top_confusions` reads the largest cells off its diagonal, and `table()` shows them for the last layer.
     """
 
     task: str | None
@@ -214,6 +266,7 @@ class DecodingResult:
     reading: str | None = None
     notes: tuple[str, ...] = ()
     constant_layers: list[str] = field(default_factory=list)
+    merged: MergedScore | None = None
 
     @property
     def splits(self) -> list[str]:
@@ -239,11 +292,71 @@ class DecodingResult:
             raise ValueError(f"split={split!r} was not evaluated; evaluated splits: {self.splits}")
         return np.array([row.macro_f1[split] for row in self.layers])
 
+    @property
+    def last_layer(self) -> str:
+        """The probe of the last single layer ("3"; "all" when every probe reads all layers): the one the table's
+        top confusions describe."""
+        single = [name for name in self.layer_names if name != "all"]
+        return single[-1] if single else self.layer_names[-1]
+
+    def confusion(self, split: str, layer: str | int | None = None) -> np.ndarray:
+        """The confusion matrix of one probe on `split`: [true class, predicted class] in `class_names` order (for
+        sets: [class, 2, 2] as `sklearn.metrics.multilabel_confusion_matrix`).
+
+        Args:
+            split: an evaluated split.
+            layer: the probe ("3", 3 or "all"; default `last_layer`).
+        """
+        if split not in self.baselines:
+            raise ValueError(f"split={split!r} was not evaluated; evaluated splits: {self.splits}")
+        name = self.last_layer if layer is None else str(layer)
+        if name not in self.layer_names:
+            raise ValueError(f"layer={layer!r} has no probe here; probes: {self.layer_names}")
+        return np.asarray(self.layers[self.layer_names.index(name)].confusion[split])
+
+    def top_confusions(
+        self, n: int = 5, split: str | None = None, layer: str | int | None = None
+    ) -> list[Confusion]:
+        """The `n` largest errors of one probe: true -> predicted, rows, share of the probe's errors.
+
+        Args:
+            n: how many (fewer when fewer cells hold errors).
+            split: an evaluated split (default: "ood" when evaluated, else the first).
+            layer: the probe (default `last_layer`).
+
+        Returns:
+            `Confusion` tuples, the largest first (ties in class order).
+        """
+        split = split or ("ood" if "ood" in self.baselines else self.splits[0])
+        matrix = self.confusion(split, layer)
+        if self.kind == "sets":
+            cells = []
+            for c, name in enumerate(self.class_names[: matrix.shape[0]]):
+                cells += [(f"{name} present", f"{name} absent", int(matrix[c, 1, 0])),
+                          (f"{name} absent", f"{name} present", int(matrix[c, 0, 1]))]
+        else:
+            names = self.class_names
+            cells = [(names[i], names[j], int(matrix[i, j]))
+                     for i in range(matrix.shape[0]) for j in range(matrix.shape[1]) if i != j]
+        total = sum(count for _, _, count in cells)
+        ranked = sorted((cell for cell in cells if cell[2] > 0), key=lambda cell: -cell[2])
+        return [Confusion(true, predicted, count, count / total) for true, predicted, count in ranked[:n]]
+
+    def merged_accuracy(self, split: str) -> np.ndarray:
+        """Accuracy on `split` with the classes that share a code merged (`merged`), per probe."""
+        if self.merged is None:
+            raise ValueError("no classes were merged; pass decode_rules(..., merge=[[class, class], ...])")
+        if split not in self.merged.accuracy:
+            raise ValueError(f"split={split!r} was not evaluated; evaluated splits: {self.splits}")
+        return np.asarray(self.merged.accuracy[split], dtype=np.float64)
+
     def headlines(self) -> dict[str, dict[str, Headline]]:
         """Every score beside its floors and the input-only control: metric -> split -> `Headline`.
 
         Metrics: `accuracy` (the label's accuracy, or exact-set accuracy for sets, against chance and majority),
-        and for fuzzy-logic codes `term_f1` (against always-present) and `bit_r2` (against the train mean).
+        `merged_accuracy` when classes were merged (against the merged label's chance and majority; no input-only
+        control), and for fuzzy-logic codes `term_f1` (against always-present) and `bit_r2` (against the train
+        mean).
         """
         metric = "set accuracy" if self.kind == "sets" else "accuracy"
         control = self.controls.input_only if self.controls is not None else {}
@@ -255,6 +368,12 @@ class DecodingResult:
                 for s in self.splits
             }
         }
+        if self.merged is not None:
+            out["merged_accuracy"] = {
+                s: Headline(f"accuracy, {self.merged.name} merged", s, self.layer_names, self.merged_accuracy(s),
+                            {"chance": self.merged.baselines[s].chance, "majority": self.merged.baselines[s].majority})
+                for s in self.splits
+            }
         if self.terms is not None:
             out["term_f1"] = self.terms.headlines()
         if self.bits is not None:
@@ -264,7 +383,9 @@ class DecodingResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict (arrays as lists, NaN -> null), with `headline`: metric -> split -> `Headline.to_dict()`."""
         headline = {m: {s: h.to_dict() for s, h in by_split.items()} for m, by_split in self.headlines().items()}
-        return _jsonable({**asdict(self), "headline": headline})
+        top = {s: {layer: [c._asdict() for c in self.top_confusions(5, s, layer)] for layer in self.layer_names}
+               for s in self.splits}
+        return _jsonable({**asdict(self), "headline": headline, "top_confusions": top})
 
     def table(self) -> str:
         """Plain-text table: per probe, train and evaluation scores beside chance, majority and the input-only
@@ -287,12 +408,30 @@ class DecodingResult:
                          "control)")
         if self.constant_layers:
             lines.append(_constant_line(self.constant_layers))
+        lines += self._confusion_lines()
+        if self.merged is not None:
+            merged = self.merged
+            lines += [
+                "",
+                f"with {merged.name} merged into one class ({merged.n_classes} classes; probes not refitted, their "
+                f"confusions within a group count as right): accuracy; majority = rate of {merged.majority_class!r}",
+                _headline_grid(self.headlines()["merged_accuracy"], ("chance", "majority"), ("chance", "majority")),
+            ]
         for extra in (self.terms, self.bits):
             if extra is not None:
                 lines += ["", extra.table()]
         if self.notes:
             lines += ["", "notes: " + "; ".join(self.notes)]
         return "\n".join(lines)
+
+    def _confusion_lines(self, n: int = 3) -> list[str]:
+        """One line per split: the last layer's largest confusions (`top_confusions`)."""
+        lines = []
+        for split in self.splits:
+            top = self.top_confusions(n, split)
+            shown = "; ".join(str(c) for c in top) if top else "none (no errors)"
+            lines.append(f"top confusions, layer {self.last_layer}, {split}: {shown}")
+        return lines
 
     def _selectivity(self) -> dict[str, np.ndarray] | None:
         controls = self.controls

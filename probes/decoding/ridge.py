@@ -21,18 +21,7 @@ __all__ = ["fit_bits"]
 def _composition_groups(codes: LatentCodes, groups: str | None) -> np.ndarray:
     """An id per row naming its composition: the `groups` label, else `composition`, else the codes' composition
     label (`LatentCodes.composition_label`, as a set when its kind is "class_set"), else their bits label."""
-    candidates = [groups] if groups else ["composition", codes.composition_label, *codes.labels_of_kind("bits")]
-    candidates = list(dict.fromkeys(key for key in candidates if key))
-    for key in candidates:
-        if key in codes.labels:
-            values = codes.labels[key].reshape(codes.n_samples, -1)
-            if codes.label_kinds.get(key) == "class_set":
-                values = np.sort(values, axis=1)
-            return np.unique(values, axis=0, return_inverse=True)[1].ravel()
-    raise ValueError(
-        f"groups={groups!r}: codes have none of the labels that identify a composition "
-        f"({', '.join(candidates)}); available: {sorted(codes.labels)}"
-    )
+    return codes.composition_ids(groups)
 
 
 def _r2_per_column(y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
