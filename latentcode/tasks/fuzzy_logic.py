@@ -310,7 +310,7 @@ class FuzzyLogic(CompositionalTask):
         pic = self._picture(tokens, labels)
         n_var = self.config.n_variables
 
-        def cell(value: float) -> str:
+        def cell(value: Any) -> str:
             return f'<td style="background:rgba(21,101,192,{0.08 + 0.6 * float(value):.2f})">{value:.2f}</td>'
 
         head = "".join(f"<th>x{j + 1}</th>" for j in range(n_var)) + "<th>f(x)</th>"
