@@ -195,7 +195,8 @@
       const y0 = top + h * (pq * rh + 1);
       a.fillStyle = "#333"; a.fillText(`h${h}`, 4, y0 + Math.min(9, pq * rh));
       for (let q = 0; q < pq; q++) for (let k = 0; k < pk; k++) {
-        const u = pattern[((i * ph + h) * pq + q) * pk + k] / 255, v = lo2 + u * (hi2 - lo2);
+        const j = ((i * ph + h) * pq + q) * pk + k, b = pattern[j >> 1];
+        const u = ((j & 1) ? b & 15 : b >> 4) / 15, v = lo2 + u * (hi2 - lo2);
         a.fillStyle = heat(v, Math.min(lo2, 0), Math.max(hi2, 0));
         a.fillRect(left + k * kw, y0 + q * rh, kw, rh);
       }
