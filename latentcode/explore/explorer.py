@@ -264,16 +264,21 @@ def explore(
     if run is not None:
         patterns, extra = _site_patterns(run.model, task, codes, chosen, splits, n_samples, positions, inputs,
                                          seed, device)
+    from probes.degenerate import ConstantCodesWarning
     from probes.embed import embed_codes
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # umap's notes on n_jobs and spectral fall-backs
+    with warnings.catch_warnings(record=True) as caught:  # umap's notes on n_jobs and spectral fall-backs
+        warnings.simplefilter("always")
         embedding = embed_codes(codes, method, layer=chosen, max_points=None, random_state=0)
+    for warning in caught:  # but constant codes the user must hear of: every point sits at one place
+        if issubclass(warning.category, ConstantCodesWarning):
+            warnings.warn(str(warning.message), ConstantCodesWarning, stacklevel=2)
     order = np.argsort(embedding.rows)
     xy = np.asarray(embedding.coords, dtype=np.float64)[order]
     default = label or codes.label or "split"
     variant = codes.meta.get("variant", "")
-    heading = title or f"{task.name} · {variant} · layer {chosen} · {codes.n_samples} codes"
+    heading = title or f"{task.name} · {variant} · layer {chosen} · {codes.n_samples} codes" + (
+        " · constant codes at this layer: every point at one place" if embedding.constant else "")
     return Explorer(codes=codes, task=task, layer=chosen, label=default, xy=xy, method=method,
                     patterns=patterns, extra=extra, title=heading)
 

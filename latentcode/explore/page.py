@@ -28,8 +28,7 @@ def _pack(data: bytes) -> str:
 
 def _quantize(patterns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Patterns as 16 levels between each (row, head)'s low and high value, two levels a byte (the high nibble
-    first): a heatmap needs no more, and it keeps 4,096 SRAVEN rows' patterns near 1.5 MB. Returns (packed uint8,
-    low, high)."""
+    first): a heatmap needs no more. Returns (packed uint8, low, high)."""
     low = patterns.min(axis=(2, 3))
     high = patterns.max(axis=(2, 3))
     span = np.where(high > low, high - low, 1.0)
