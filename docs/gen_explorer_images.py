@@ -2,11 +2,12 @@
 headless Chromium (Selenium + chromium-driver), one point hovered and clicked, its neighbours selected, and the
 window saved as a small palette PNG under docs/images/.
 
-    PYTHONPATH=. python docs/gen_explorer_images.py
+    PYTHONPATH=. python docs/gen_explorer_images.py [IMAGE_NAME ...]
 """
 
 from __future__ import annotations
 
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -17,20 +18,20 @@ from PIL import Image
 import latentcode as lc
 
 IMAGES = Path(__file__).parent / "images"
-SHOTS = {  # image name -> (shipped model, label, row to click)
-    "explorer_sraven.png": ("sraven-hyla", "rule", 0),
-    "explorer_fuzzy_logic.png": ("fuzzy_logic-softmax", "terms", 0),
+SHOTS = {  # image name -> (shipped model, label, row to click, window height)
+    "explorer_sraven.png": ("sraven-hyla", "rule", 0, 1000),
+    "explorer_fuzzy_logic.png": ("fuzzy_logic-softmax", "terms", 0, 1240),
 }
 
 
-def screenshot(explorer: lc.Explorer, row: int, out: Path) -> None:
+def screenshot(explorer: lc.Explorer, row: int, height: int, out: Path) -> None:
     from selenium import webdriver
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
 
     options = Options()
     options.binary_location = "/usr/bin/chromium"
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,1000",
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", f"--window-size=1280,{height}",
                 "--hide-scrollbars"):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
@@ -51,9 +52,11 @@ def screenshot(explorer: lc.Explorer, row: int, out: Path) -> None:
 
 
 def main() -> None:
-    for name, (model, label, row) in SHOTS.items():
+    chosen = sys.argv[1:] or list(SHOTS)  # image names to make again (default: every one)
+    for name in chosen:
+        model, label, row, height = SHOTS[name]
         explorer = lc.explore(model, label=label, n_samples=256, splits=("train", "ood"), method="umap")
-        screenshot(explorer, row, IMAGES / name)
+        screenshot(explorer, row, height, IMAGES / name)
         print(f"{IMAGES / name}: {(IMAGES / name).stat().st_size / 1e3:.0f} kB")  # noqa: T201
 
 
