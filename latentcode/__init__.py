@@ -29,6 +29,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "latentcode.causal.experiments": (
         "ExperimentResult", "function_transfer", "mean_ablation", "rule_transfer", "run_experiment"
     ),
+    "latentcode.explore.explorer": ("Explorer", "explore", "instance_picture"),
     "latentcode.codes.extract": ("LatentCodes", "codes_from_patterns", "extract_latent_codes"),
     "latentcode.model.hooks": ("hook_name", "hooks"),
     "latentcode.model.hypernetwork": ("hypernetwork_forward", "value_network_weights"),

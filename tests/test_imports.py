@@ -82,10 +82,10 @@ PUBLIC_API = {
 PUBLIC_API_0_2 = PUBLIC_API | {
     "Ablate", "Edit", "Site", "Steer", "Transplant", "Zero", "ensure_codes", "hook_name", "hooks", "intervene",
     "pretrained_seeds", "read_emergence", "rule_emergence", "CodeReading", "CompositionalTask", "InputChoice", "TaskPresets",
-    "register_task", "unregister_task",
+    "register_task", "unregister_task", "Explorer", "explore", "instance_picture",
 }  # fmt: skip
-"""What 0.2 adds: the intervention runner, hook names, every shipped seed, the emergence analysis, and what a new
-task, in its own file, is written and registered with."""
+"""What 0.2 adds: the intervention runner, hook names, every shipped seed, the emergence analysis, what a new
+task, in its own file, is written and registered with, and the latent-code explorer."""
 
 
 def _loaded_after(code: str) -> dict:

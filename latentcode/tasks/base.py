@@ -319,6 +319,44 @@ class CompositionalTask:
         """Display names of the default label's classes (their count is `n_classes`); None: unknown."""
         return None
 
+    def instance_html(self, tokens: np.ndarray, labels: Mapping[str, Any]) -> str:
+        """One instance as HTML for the browser (`latentcode.explore`). A task overrides this with its own picture;
+        this default is a plain table of the instance's labels and raw tokens.
+
+        Args:
+            tokens: the instance's raw inputs [pos, d_in] (`LatentCodes.inputs` of one of its rows).
+            labels: that row's labels (`LatentCodes.labels` at the row, plus `split`; a run's explorer adds
+                `answer` and `truth`, the model's and the true outputs at every readout position).
+        """
+        import html
+
+        head = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(_label_text(v))}</td></tr>"
+                       for k, v in labels.items())
+        rows = "".join(f"<tr><th>{i}</th><td>{' '.join(f'{x:.2g}' for x in row)}</td></tr>"
+                       for i, row in enumerate(np.asarray(tokens, dtype=float).reshape(len(tokens), -1)))
+        return (f'<table class="lc-instance lc-plain"><caption>{html.escape(self.name)} instance (plain table: '  # type: ignore[attr-defined]
+                f"the task draws no picture)</caption>{head}<tr><th>pos</th><th>tokens</th></tr>{rows}</table>")
+
+    def plot_instance(self, tokens: np.ndarray, labels: Mapping[str, Any], ax: Any = None) -> Any:
+        """One instance on a matplotlib axes (for papers); arguments as `instance_html`. This default writes its
+        labels as a plain table. Returns the axes."""
+        import matplotlib.pyplot as plt
+
+        ax = plt.subplots(figsize=(4, 3))[1] if ax is None else ax
+        ax.axis("off")
+        cells = [[str(k), _label_text(v)] for k, v in labels.items()]
+        ax.table(cellText=cells or [["", ""]], colLabels=["label", "value"], loc="center")
+        ax.set_title(f"{self.name} instance (plain table)", fontsize=9)  # type: ignore[attr-defined]
+        return ax
+
+
+def _label_text(value: Any) -> str:
+    """A label value as short text (arrays as lists, floats to 3 significant digits)."""
+    array = np.asarray(value)
+    if array.dtype.kind == "f":
+        return str(np.round(array, 3).tolist()) if array.ndim else f"{float(array):.3g}"
+    return str(array.tolist())
+
 
 def check_split(split: str, splits: tuple[str, ...]) -> None:
     """Raise a ValueError naming the valid splits unless `split` is one of them."""
