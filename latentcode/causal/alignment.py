@@ -228,6 +228,11 @@ def _check_k(k: int, n: int) -> int:
     return int(k)
 
 
+def default_ks(n_heads: int) -> list[int]:
+    """The swapped dimensions analysed by default: 1, n_heads // 4 and n_heads // 2 (each at least 1, distinct)."""
+    return sorted({1, max(1, n_heads // 4), max(1, n_heads // 2)})
+
+
 def _site_layer(model: torch.nn.Module, task: Any, site: Site) -> tuple[str, Tensor, int]:
     """(the hook name, the bool mask [head, query, key], the layer) of a one-layer code site; ValueError
     otherwise."""
@@ -251,8 +256,11 @@ def _cache_codes(model: torch.nn.Module, x: Tensor, name: str, batch_size: int) 
 
 
 def _cache_resid(model: torch.nn.Module, x: Tensor, layers: Sequence[int], batch_size: int) -> dict[int, Tensor]:
-    """Each layer's block input (`resid_pre`) for `x`, so a run patched at layer L can start there."""
-    if not hasattr(model, "blocks"):
+    """Each layer's block input (`resid_pre`) for `x`, so a run patched at layer L can start there (latentcode's
+    `Transformer` only; other models run whole)."""
+    from latentcode.model.transformer import Transformer
+
+    if not isinstance(model, Transformer):
         return {}
     names = {layer: hook_name("resid_pre", layer) for layer in layers}
     chunks: dict[int, list[Tensor]] = {layer: [] for layer in layers}
@@ -485,7 +493,7 @@ def alignment_search(
     task: Any,
     *,
     layers: Sequence[int] | None = None,
-    ks: Sequence[int] = (1, 4, 8),
+    ks: Sequence[int] | None = None,
     positions: Any = "all_features",
     whole_row: bool = False,
     n_samples: int = 256,
@@ -506,7 +514,8 @@ def alignment_search(
         model: a model of `task`.
         task: a task with counterfactual ground truth (SRAVEN).
         layers: model layers (default: all).
-        ks: swapped dimensions, each in 1..n_heads.
+        ks: swapped dimensions, each in 1..n_heads (default: 1, n_heads / 4 and n_heads / 2; 1, 4, 8 on the
+            shipped SRAVEN models).
         positions: the site's (query, key) positions, a name the task declares ('all_features': every feature's
             query and its keys in panels 7 and 8) or explicit ones (see `Site`).
         whole_row: widen the site to every key of each chosen query.
@@ -523,7 +532,7 @@ def alignment_search(
     """
     counterfactual = counterfactual or counterfactual_for(task)
     n = int(model.cfg.n_heads)
-    ks = [_check_k(k, n) for k in ks]
+    ks = default_ks(n) if ks is None else [_check_k(k, n) for k in ks]
     if not ks:
         raise ValueError("ks is empty; pass at least one k in 1..n_heads")
     chosen = check_layers(model, layers)
