@@ -200,3 +200,19 @@ def test_an_interchange_site_must_span_every_head():
     site = Site("pattern", layers=0, positions="all_features", heads=[0])
     with pytest.raises(ValueError, match="every head"):
         intervene(model, task, batch, [(site, Interchange(batch, torch.eye(int(model.cfg.n_heads)), 1))])
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
+        (["align", "checkpoints/sraven-hyla", "--k", "17"], "--k 17 out of range"),
+        (["align", "checkpoints/sraven-hyla", "--layers", "4"], "--layers 4 out of range"),
+        (["erase", "checkpoints/fuzzy_logic-hyla"], "needs a task with per-feature rules"),
+    ],
+)
+def test_the_causal_command_rejects_bad_options_in_one_line(argv, match, capsys):
+    from latentcode.cli.app import main
+
+    assert main(["causal", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert match in err and "\n" not in err
