@@ -1,5 +1,7 @@
-"""Distributed alignment search on latent codes (Geiger et al. 2023, arXiv 2303.02536): does the model *use* the
-rule the codes carry?
+"""Distributed alignment search on latent codes (over 400 lines: the rotation, its edit, its training and the search
+with its controls share the site and caching helpers).
+
+Geiger et al. 2023 (arXiv 2303.02536) ask whether the model *uses* the rule the codes carry.
 
 A site is the code at a layer's (query, key) positions: the vector of attention scores across heads for each pair
 (`hook_pattern`). `Rotation` is an orthogonal change of basis of that vector (`torch.nn.utils.parametrizations.
