@@ -334,10 +334,12 @@ def build_parser() -> argparse.ArgumentParser:
     verbosity.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     from latentcode.cli.analysis import COMMANDS as ANALYSIS_COMMANDS  # it builds on this module's helpers
+    from latentcode.cli.causal import COMMANDS as CAUSAL_COMMANDS
     from latentcode.cli.interventions import COMMANDS as INTERVENTION_COMMANDS
     from latentcode.cli.results import COMMANDS as RESULTS_COMMANDS
 
-    for add_parser, command in [*COMMANDS, *ANALYSIS_COMMANDS, *RESULTS_COMMANDS, *INTERVENTION_COMMANDS]:
+    for add_parser, command in [*COMMANDS, *ANALYSIS_COMMANDS, *RESULTS_COMMANDS, *INTERVENTION_COMMANDS,
+                                *CAUSAL_COMMANDS]:
         add_parser(subparsers).set_defaults(func=command)
     return parser
 

@@ -1,0 +1,600 @@
+"""Distributed alignment search on latent codes (over 400 lines: the rotation, its edit, its training and the search
+with its controls share the site and caching helpers).
+
+Geiger et al. 2023 (arXiv 2303.02536) ask whether the model *uses* the rule the codes carry.
+
+A site is the code at a layer's (query, key) positions: the vector of attention scores across heads for each pair
+(`hook_pattern`). `Rotation` is an orthogonal change of basis of that vector (`torch.nn.utils.parametrizations.
+orthogonal`, one per layer, shared by every pair of the site). `Interchange` is the `Edit` that takes a base
+instance's code, rotates it, puts the source instance's first k rotated coordinates in place of the base's, and
+rotates back. The rotation is trained so that the model's output becomes the *counterfactual* answer: what the task's
+own ground truth says the answer would be if the base took the source's rule (SRAVEN: `rule_answer`, the source's
+rule applied to the base's panels). The interchange-intervention accuracy (IIA) is how often it does.
+
+`alignment_search` runs the whole analysis on one model: per layer and k, the IIA on held-out rule sets (`ood`)
+beside the identity rotation (the plain transplant of the first k heads' codes; with k = n_heads, today's
+`Transplant`), a random rotation, the same-rule source control (the source replaced by another instance with the
+base's own rules: codes move, the rule does not), the IIA on the training rule sets (`test` split) and a Wilson
+interval. A task without counterfactual ground truth is refused before any work (`counterfactual_for`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from latentcode.causal.edits import Edit, EditFn
+from latentcode.causal.experiment_result import take, variant_name
+from latentcode.causal.patching import Site, _site_hook, check_layers
+from latentcode.model.hooks import hook_name, hooks
+from latentcode.tasks.base import Batch
+
+__all__ = [
+    "AlignmentResult",
+    "Interchange",
+    "Rotation",
+    "RuleCounterfactual",
+    "alignment_search",
+    "counterfactual_for",
+    "fit_rotation",
+    "interchange_accuracy",
+    "wilson_interval",
+]
+
+CODE_HOOK = "pattern"
+"""The hook whose entries are the latent codes (`hook_pattern`: [batch, head_index, query_pos, key_pos])."""
+
+
+def wilson_interval(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a binomial proportion `hits / n` (95% for z = 1.96); (nan, nan) when n = 0.
+
+    >>> [round(v, 3) for v in wilson_interval(8, 10)]
+    [0.49, 0.943]
+    """
+    if n <= 0:
+        return float("nan"), float("nan")
+    p = hits / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+class Rotation(torch.nn.Module):
+    """An orthogonal n x n matrix Q (`matrix`), trained through `torch.nn.utils.parametrizations.orthogonal`.
+
+    A code c (a row vector over heads) has rotated coordinates c @ Q; its first k coordinates are the subspace that
+    `Interchange` swaps, spanned by Q's first k columns.
+
+    Args:
+        n: the code dimension (the model's n_heads).
+        init: 'random' (a Haar-random rotation from `seed`) or 'identity'.
+        seed: seed of the random rotation.
+    """
+
+    def __init__(self, n: int, init: str = "random", seed: int = 0) -> None:
+        super().__init__()
+        if init not in ("random", "identity"):
+            raise ValueError(f"Rotation(init={init!r}) is not one of random, identity")
+        self.n = int(n)
+        self.linear = torch.nn.utils.parametrizations.orthogonal(torch.nn.Linear(self.n, self.n, bias=False))
+        with torch.no_grad():
+            self.linear.weight = torch.eye(self.n) if init == "identity" else random_rotation(self.n, seed)
+
+    @property
+    def matrix(self) -> Tensor:
+        """Q: float [n, n], orthogonal; columns are the rotated basis."""
+        return self.linear.weight
+
+    def subspace(self, k: int) -> Tensor:
+        """The first k columns of Q: an orthonormal basis [n, k] of the swapped subspace."""
+        return self.matrix[:, :k]
+
+    def save(self, path: str | os.PathLike, metadata: Mapping[str, Any] | None = None) -> list[Path]:
+        """Write `<path>.safetensors` (the matrix) and `<path>.json` (n and `metadata`); returns both paths."""
+        from safetensors.torch import save_file
+
+        from latentcode.rundir.directory import atomic_write_json
+
+        base = Path(path)
+        base.parent.mkdir(parents=True, exist_ok=True)
+        tensors, meta = base.with_suffix(".safetensors"), base.with_suffix(".json")
+        save_file({"rotation": self.matrix.detach().cpu().contiguous()}, str(tensors))
+        atomic_write_json(meta, {"kind": "latentcode.rotation", "n": self.n, **dict(metadata or {})})
+        return [tensors, meta]
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> tuple[Rotation, dict[str, Any]]:
+        """A rotation saved by `save` (`path` with or without its suffix) and its metadata."""
+        from safetensors.torch import load_file
+
+        base = Path(path)
+        base = base.with_suffix("") if base.suffix in (".safetensors", ".json") else base
+        meta = json.loads(base.with_suffix(".json").read_text())
+        matrix = load_file(str(base.with_suffix(".safetensors")))["rotation"]
+        rotation = cls(int(meta["n"]), init="identity")
+        with torch.no_grad():
+            rotation.linear.weight = matrix.float()
+        return rotation, meta
+
+
+def random_rotation(n: int, seed: int = 0) -> Tensor:
+    """A Haar-random orthogonal [n, n] matrix (QR of a seeded Gaussian, signs fixed)."""
+    gaussian = torch.randn(n, n, generator=torch.Generator().manual_seed(seed))
+    q, r = torch.linalg.qr(gaussian)
+    return q * torch.sign(torch.diagonal(r))[None, :]
+
+
+@dataclass(frozen=True, eq=False)
+class Interchange(Edit):
+    """Interchange intervention: at each (query, key) pair of the site, the first k coordinates of the rotated
+    code come from the donor (source) instance, the rest from the base; instance i reads donor instance i.
+
+    With the identity rotation this is a `Transplant` of the first k heads' codes (all of them when k = n_heads).
+    The site must span every head at its pairs (the code is the vector across heads).
+
+    Attributes:
+        donor: the source batch (same shapes as the base).
+        rotation: a `Rotation`, or a float [n_heads, n_heads] orthogonal matrix.
+        k: how many rotated coordinates are swapped (1..n_heads).
+    """
+
+    donor: Batch
+    rotation: Rotation | Tensor
+    k: int
+    kind: ClassVar[str] = "interchange"
+
+    def source(self, batch: Batch) -> Batch:
+        if self.donor.x.shape != batch.x.shape:
+            raise ValueError(
+                f"source x has shape {tuple(self.donor.x.shape)} but base x has {tuple(batch.x.shape)}; draw both "
+                "from the same task with the same n_samples (base instance i reads source instance i's code)"
+            )
+        return self.donor
+
+    def bind(self, batch: Batch, cached: Mapping[str, Tensor]) -> EditFn:
+        return lambda act, mask, name: interchange(act, cached[name], mask, self.rotation, self.k)
+
+
+def interchange(base: Tensor, source: Tensor, mask: Tensor, rotation: Rotation | Tensor, k: int) -> Tensor:
+    """`Interchange` on one hook's activations [batch, head_index, query_pos, key_pos] (differentiable in the
+    rotation)."""
+    pairs = mask.any(dim=0)
+    if not bool(mask[:, pairs].all()):
+        raise ValueError("an interchange site must span every head at its (query, key) pairs; leave Site.heads=None")
+    matrix = rotation.matrix if isinstance(rotation, Rotation) else rotation
+    matrix = matrix.to(base.dtype).to(base.device)
+    if not 1 <= k <= matrix.shape[0]:
+        raise ValueError(f"k={k} must be in 1..{matrix.shape[0]} (the code dimension, n_heads)")
+    codes = base.permute(0, 2, 3, 1)  # [batch, query_pos, key_pos, head]
+    rotated_base = codes[:, pairs] @ matrix  # [batch, pair, head]
+    rotated_source = source.permute(0, 2, 3, 1)[:, pairs].to(base.dtype) @ matrix
+    mixed = torch.cat([rotated_source[..., :k], rotated_base[..., k:]], dim=-1) @ matrix.T
+    out = codes.clone()
+    out[:, pairs] = mixed
+    return out.permute(0, 3, 1, 2)
+
+
+@dataclass(frozen=True)
+class RuleCounterfactual:
+    """SRAVEN's counterfactual: at each feature, the answer the source's rule gives on the base's panels
+    (`task.rule_answer`). An entry counts (is informative) where that answer is defined, differs from the base's
+    own answer, and the site intervenes at the feature's query position."""
+
+    name: ClassVar[str] = "rule_answer"
+
+    def targets(self, task: Any, base: Batch, source: Batch, site_queries: Tensor) -> tuple[Tensor, Tensor]:
+        """(counterfactual answer long [batch, feature], informative bool [batch, feature])."""
+        n_features = int(task.config.n_features)
+        panels, rules = base.labels["panels"].cpu(), source.labels["rules"].cpu()
+        answers, informative = [], []
+        queries = int(task.seq_len) - n_features + torch.arange(n_features)
+        for f in range(n_features):
+            answer, defined = task.rule_answer(panels[..., f], rules[:, f])
+            answers.append(answer)
+            informative.append(defined & (answer != base.y.cpu()[:, f]) & bool(site_queries[queries[f]]))
+        return torch.stack(answers, dim=1), torch.stack(informative, dim=1)
+
+    def logits(self, task: Any, outputs: Tensor) -> Tensor:
+        """float [batch, feature, value]: the answer logits at each feature's query."""
+        return task._query_logits(outputs)
+
+    def sample(self, task: Any, n: int, split: str, seed: int, device: Any) -> Batch:
+        """Instances drawn unpermuted (slot f holds feature f in base and source alike)."""
+        return task.sample(n, split, seed=seed, device=device, unpermuted=True)
+
+
+def counterfactual_for(task: Any) -> RuleCounterfactual:
+    """The task's counterfactual ground truth; raises ValueError (one line) when the task has none."""
+    if all(hasattr(task, name) for name in ("rule_answer", "config", "sample")):
+        return RuleCounterfactual()
+    raise ValueError(
+        f"task {getattr(task, 'name', type(task).__name__)!r} has no counterfactual ground truth for alignment "
+        "search: it needs rule_answer (the source's rule applied to the base's panels, as SRAVEN's); use an SRAVEN "
+        "run or pass counterfactual= an object with targets/logits/sample"
+    )
+
+
+def _check_k(k: int, n: int) -> int:
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= int(k) <= n:
+        raise ValueError(f"k={k!r} must be an integer in 1..{n}: the code is a vector over the model's {n} heads")
+    return int(k)
+
+
+def default_ks(n_heads: int) -> list[int]:
+    """The swapped dimensions analysed by default: 1, n_heads // 4 and n_heads // 2 (each at least 1, distinct)."""
+    return sorted({1, max(1, n_heads // 4), max(1, n_heads // 2)})
+
+
+def _site_layer(model: torch.nn.Module, task: Any, site: Site) -> tuple[str, Tensor, int]:
+    """(the hook name, the bool mask [head, query, key], the layer) of a one-layer code site; ValueError
+    otherwise."""
+    if site.hook not in (CODE_HOOK, "attn"):
+        raise ValueError(f"alignment search acts on the codes (Site(hook='pattern')); got hook={site.hook!r}")
+    if site.heads is not None:
+        raise ValueError("the code is the vector across every head; leave Site.heads=None")
+    layers, names, mask = site.resolve(model, task)
+    if len(layers) != 1:
+        raise ValueError(f"an alignment site is one layer; got layers={list(layers)}")
+    return names[0], mask, layers[0]
+
+
+def _cache_codes(model: torch.nn.Module, x: Tensor, name: str, batch_size: int) -> Tensor:
+    chunks = []
+    with torch.no_grad():
+        for start in range(0, len(x), batch_size):
+            _, cache = model.run_with_cache(x[start:start + batch_size], names_filter=[name])
+            chunks.append(cache[name])
+    return torch.cat(chunks)
+
+
+def _cache_resid(model: torch.nn.Module, x: Tensor, layers: Sequence[int], batch_size: int) -> dict[int, Tensor]:
+    """Each layer's block input (`resid_pre`) for `x`, so a run patched at layer L can start there (latentcode's
+    `Transformer` only; other models run whole)."""
+    from latentcode.model.transformer import Transformer
+
+    if not isinstance(model, Transformer):
+        return {}
+    names = {layer: hook_name("resid_pre", layer) for layer in layers}
+    chunks: dict[int, list[Tensor]] = {layer: [] for layer in layers}
+    with torch.no_grad():
+        for start in range(0, len(x), batch_size):
+            _, cache = model.run_with_cache(x[start:start + batch_size], names_filter=list(names.values()))
+            for layer, name in names.items():
+                chunks[layer].append(cache[name])
+    return {layer: torch.cat(parts) for layer, parts in chunks.items()}
+
+
+def _run(model: torch.nn.Module, x: Tensor, source_codes: Tensor, name: str, mask: Tensor,
+         rotation: Rotation | Tensor, k: int, start: tuple[int, Tensor] | None = None) -> Tensor:
+    """The model's outputs on `x` with the interchange at hook `name`; with `start` = (layer, that layer's cached
+    block input), only the blocks from that layer on run (the same outputs for less work)."""
+    fn: EditFn = lambda act, m, hook_name: interchange(act, source_codes, m, rotation, k)  # noqa: E731
+    with hooks(model, fwd_hooks=[(name, _site_hook(fn, mask.to(x.device), int(x.shape[1])))]):
+        if start is None:
+            return model(x)
+        layer, resid = start
+        for block in model.blocks[layer:]:
+            resid = block(resid)
+        return model.unembed(model.ln_final(resid))
+
+
+@dataclass
+class _Pairs:
+    """Base and source instances with their counterfactual targets and the source's codes at the site."""
+
+    base: Batch
+    source: Batch
+    target: Tensor
+    informative: Tensor
+    source_codes: Tensor | None = None
+
+
+def _pairs(task: Any, counterfactual: Any, n: int, split: str, seed: int, device: Any, site_queries: Tensor) -> _Pairs:
+    base = counterfactual.sample(task, n, split, seed, device)
+    source = counterfactual.sample(task, n, split, seed + 1, device)
+    target, informative = counterfactual.targets(task, base, source, site_queries)
+    return _Pairs(base, source, target, informative)
+
+
+def fit_rotation(
+    model: torch.nn.Module,
+    task: Any,
+    site: Site,
+    k: int,
+    base: Batch,
+    source: Batch,
+    *,
+    counterfactual: Any = None,
+    steps: int = 50,
+    batch_size: int = 32,
+    lr: float = 0.05,
+    seed: int = 0,
+    progress: bool | None = None,
+    source_codes: Tensor | None = None,
+    base_resid: Tensor | None = None,
+) -> Rotation:
+    """Train a rotation so that interchanging its first k coordinates from `source` makes the output the
+    counterfactual answer (cross-entropy on the informative entries); the model's weights stay frozen.
+
+    Args:
+        model: the model (run in eval mode; its parameters are not updated).
+        task: its task.
+        site: a one-layer code site (`Site('pattern', layers=L, positions=...)`, every head).
+        k: the swapped dimension (1..n_heads).
+        base, source: training pairs (instance i of each).
+        counterfactual: the task's counterfactual (default `counterfactual_for(task)`).
+        steps, batch_size, lr: Adam steps over minibatches of pairs (seeded order).
+        seed: the initial (random) rotation and the minibatch order.
+        progress: progress bar (None: only on a terminal).
+        source_codes: the source's codes at the site's hook, if already cached.
+        base_resid: the base's block input at the site's layer (`resid_pre`), if cached: runs start there.
+
+    Returns:
+        The trained `Rotation`.
+    """
+    counterfactual = counterfactual or counterfactual_for(task)
+    name, mask, layer = _site_layer(model, task, site)
+    n = int(model.cfg.n_heads)
+    k = _check_k(k, n)
+    target, informative = counterfactual.targets(task, base, source, mask.any(dim=0).any(dim=1).cpu())
+    usable = torch.nonzero(informative.any(dim=1)).squeeze(1)
+    if not len(usable):
+        raise ValueError("no training pair has an informative counterfactual; raise the number of pairs")
+    if source_codes is None:
+        source_codes = _cache_codes(model, source.x, name, batch_size)
+    rotation = Rotation(n, init="random", seed=seed).to(base.x.device)
+    optimizer = torch.optim.Adam(rotation.parameters(), lr=lr)
+    generator = torch.Generator().manual_seed(seed)
+    was_training = model.training
+    frozen = [p for p in model.parameters() if p.requires_grad]
+    model.eval()
+    for p in frozen:
+        p.requires_grad_(False)
+    try:
+        for _ in tqdm(range(steps), desc=f"rotation k={k}", disable=None if progress is None else not progress,
+                      leave=False):
+            pick = usable[torch.randint(len(usable), (min(batch_size, len(usable)),), generator=generator)]
+            at = pick.to(base.x.device)
+            start = None if base_resid is None else (layer, base_resid.index_select(0, at))
+            outputs = _run(model, base.x.index_select(0, at), source_codes.index_select(0, at), name, mask,
+                           rotation, k, start)
+            logits = counterfactual.logits(task, outputs)
+            keep = informative[pick].to(logits.device)
+            loss = torch.nn.functional.cross_entropy(logits[keep], target[pick].to(logits.device)[keep])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    finally:
+        for p in frozen:
+            p.requires_grad_(True)
+        model.train(was_training)
+    return rotation
+
+
+def interchange_accuracy(
+    model: torch.nn.Module,
+    task: Any,
+    site: Site,
+    rotation: Rotation | Tensor,
+    k: int,
+    base: Batch,
+    source: Batch,
+    *,
+    target: Tensor | None = None,
+    informative: Tensor | None = None,
+    counterfactual: Any = None,
+    source_codes: Tensor | None = None,
+    base_resid: Tensor | None = None,
+    batch_size: int = 256,
+) -> tuple[int, int]:
+    """(hits, informative entries): how often the output with the interchange is the counterfactual answer.
+
+    `target` and `informative` default to the counterfactual of (base, source); pass them to score another
+    source against the same targets (the same-rule control).
+    """
+    counterfactual = counterfactual or counterfactual_for(task)
+    name, mask, layer = _site_layer(model, task, site)
+    k = _check_k(k, int(model.cfg.n_heads))
+    if target is None or informative is None:
+        target, informative = counterfactual.targets(task, base, source, mask.any(dim=0).any(dim=1).cpu())
+    if source_codes is None:
+        source_codes = _cache_codes(model, source.x, name, batch_size)
+    predictions = []
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for start in range(0, len(base.x), batch_size):
+                stop = start + batch_size
+                begin = None if base_resid is None else (layer, base_resid[start:stop])
+                outputs = _run(model, base.x[start:stop], source_codes[start:stop], name, mask, rotation, k, begin)
+                predictions.append(counterfactual.logits(task, outputs).argmax(dim=-1).cpu())
+    finally:
+        model.train(was_training)
+    hits = (torch.cat(predictions) == target) & informative
+    return int(hits.sum()), int(informative.sum())
+
+
+def _same_rule_sources(base: Batch, seed: int) -> tuple[Tensor, Tensor]:
+    """For each base instance another instance of the same batch with the same rule tuple (seeded), and whether
+    one exists."""
+    rules = base.labels["rules"].cpu()
+    same = (rules[:, None, :] == rules[None, :, :]).all(-1)
+    same.fill_diagonal_(False)
+    scores = torch.rand(same.shape, generator=torch.Generator().manual_seed(seed)) * same
+    return scores.argmax(dim=1), same.any(dim=1)
+
+
+@dataclass
+class AlignmentResult:
+    """IIA per layer and k, with its controls (`rows`), and the fitted rotations.
+
+    Columns of each row: `layer`, `k`, `iia` (held-out rule sets, trained rotation) with `iia_low`/`iia_high`
+    (95% Wilson interval), `identity` (identity rotation: the transplant of the first k heads' codes), `random`
+    (a random rotation), `same_rule` (the trained rotation with a source of the base's own rules, scored against
+    the real source's counterfactual: the floor), `train_iia` (training rule sets, held-out instances), `n` and
+    `n_control` (informative entries), `clean_counterfactual` (how often the unpatched output already is the
+    counterfactual answer).
+    """
+
+    task: str
+    variant: str
+    rows: list[dict[str, Any]]
+    rotations: dict[tuple[int, int], Rotation] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+
+    columns: ClassVar[tuple[str, ...]] = ("layer", "k", "iia", "iia_low", "iia_high", "identity", "random",
+                                          "same_rule", "train_iia", "clean_counterfactual", "n", "n_control")
+
+    def table(self) -> str:
+        """A plain-text table."""
+        lines = [f"alignment search — {self.task}, {self.variant} (IIA on held-out rule sets)",
+                 "  ".join(f"{c:>10}" for c in self.columns)]
+        for row in self.rows:
+            lines.append("  ".join(f"{row[c]:>10.3f}" if isinstance(row[c], float) else f"{row[c]:>10}"
+                                   for c in self.columns))
+        return "\n".join(lines)
+
+    def save(self, out_dir: str | os.PathLike) -> list[Path]:
+        """Write `alignment.csv`, `alignment.json` and `rotations/layer{L}_k{k}.safetensors/.json`."""
+        import csv
+        import io
+
+        from latentcode.rundir.directory import atomic_write_bytes, atomic_write_json
+
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        table = io.StringIO(newline="")
+        writer = csv.DictWriter(table, fieldnames=list(self.columns))
+        writer.writeheader()
+        writer.writerows({c: (round(v, 6) if isinstance(v, float) else v) for c, v in row.items()}
+                         for row in self.rows)
+        paths = [out / "alignment.csv", out / "alignment.json"]
+        atomic_write_bytes(paths[0], table.getvalue().encode())
+        atomic_write_json(paths[1], {"name": "alignment_search", "task": self.task, "variant": self.variant,
+                                     "columns": list(self.columns), "rows": self.rows, "params": self.params})
+        for (layer, k), rotation in self.rotations.items():
+            paths += rotation.save(out / "rotations" / f"layer{layer}_k{k}",
+                                   {"layer": layer, "k": k, "task": self.task, "variant": self.variant,
+                                    "site": self.params.get("site")})
+        return paths
+
+
+def alignment_search(
+    model: torch.nn.Module,
+    task: Any,
+    *,
+    layers: Sequence[int] | None = None,
+    ks: Sequence[int] | None = None,
+    positions: Any = "all_features",
+    whole_row: bool = False,
+    n_samples: int = 256,
+    n_train: int = 512,
+    steps: int = 50,
+    batch_size: int = 32,
+    lr: float = 0.05,
+    seed: int = 0,
+    counterfactual: Any = None,
+    progress: bool | None = None,
+) -> AlignmentResult:
+    """Distributed alignment search at every chosen layer and k, with its controls (see `AlignmentResult`).
+
+    The rotation trains on `n_train` pairs of the `train` split; IIA is scored on `n_samples` pairs of held-out
+    rule sets (`ood`) and, for `train_iia`, of held-out instances of the training rule sets (`test`).
+
+    Args:
+        model: a model of `task`.
+        task: a task with counterfactual ground truth (SRAVEN).
+        layers: model layers (default: all).
+        ks: swapped dimensions, each in 1..n_heads (default: 1, n_heads / 4 and n_heads / 2; 1, 4, 8 on the
+            shipped SRAVEN models).
+        positions: the site's (query, key) positions, a name the task declares ('all_features': every feature's
+            query and its keys in panels 7 and 8) or explicit ones (see `Site`).
+        whole_row: widen the site to every key of each chosen query.
+        n_samples: evaluation pairs per split.
+        n_train: training pairs.
+        steps, batch_size, lr: training of each rotation (`fit_rotation`).
+        seed: seeds the pairs, the initial and random rotations and the minibatches.
+        counterfactual: default `counterfactual_for(task)`.
+        progress: progress bar (None: only on a terminal).
+
+    Raises:
+        ValueError: before any work, for a task without counterfactual, a k out of 1..n_heads, a layer out of
+            range, or positions the task does not declare.
+    """
+    counterfactual = counterfactual or counterfactual_for(task)
+    n = int(model.cfg.n_heads)
+    ks = default_ks(n) if ks is None else [_check_k(k, n) for k in ks]
+    if not ks:
+        raise ValueError("ks is empty; pass at least one k in 1..n_heads")
+    chosen = check_layers(model, layers)
+    sites = {layer: Site(CODE_HOOK, layers=layer, positions=positions, whole_row=whole_row) for layer in chosen}
+    masks = {layer: _site_layer(model, task, site) for layer, site in sites.items()}
+    queries = next(iter(masks.values()))[1].any(dim=0).any(dim=1).cpu()
+    device = next(model.parameters()).device
+    train = _pairs(task, counterfactual, n_train, "train", seed, device, queries)
+    held_out = _pairs(task, counterfactual, n_samples, "ood", seed + 10, device, queries)
+    seen = _pairs(task, counterfactual, n_samples, "test", seed + 20, device, queries)
+    partner, has_partner = _same_rule_sources(held_out.base, seed)
+    control_source = take(held_out.base, partner)
+    control_informative = held_out.informative & has_partner[:, None]
+    with torch.no_grad():
+        clean = counterfactual.logits(task, model.eval()(held_out.base.x)).argmax(dim=-1).cpu()
+    clean_cf = float(((clean == held_out.target) & held_out.informative).sum() / max(1, int(held_out.informative.sum())))
+    rows, rotations = [], {}
+    bar = tqdm([(layer, k) for layer in chosen for k in ks], desc="alignment search", unit="site",
+               disable=None if progress is None else not progress)
+    resid = {key: _cache_resid(model, pairs.base.x, chosen, 256)
+             for key, pairs in (("train", train), ("ood", held_out), ("test", seen))}
+    codes: dict[str, Tensor] = {}
+    for layer, k in bar:
+        bar.set_postfix(layer=layer, k=k)
+        site, (name, _, _) = sites[layer], masks[layer]
+        if codes.get("layer") is not layer:  # the sources' codes at this layer, once per layer
+            codes = {key: _cache_codes(model, pairs.source.x, name, 256)
+                     for key, pairs in (("train", train), ("ood", held_out), ("test", seen))}
+            codes["control"] = _cache_codes(model, control_source.x, name, 256)
+            codes["layer"] = layer  # type: ignore[assignment]
+        rotation = fit_rotation(model, task, site, k, train.base, train.source, counterfactual=counterfactual,
+                                steps=steps, batch_size=batch_size, lr=lr, seed=seed + 1000 * layer + k,
+                                progress=progress, source_codes=codes["train"], base_resid=resid["train"].get(layer))
+        rotation.requires_grad_(False)
+
+        def score(rot: Rotation | Tensor, pairs: _Pairs, key: str, informative: Tensor | None = None,
+                  base: str | None = None, site: Site = site, k: int = k, layer: int = layer,
+                  codes: dict[str, Tensor] = codes) -> tuple[int, int]:
+            return interchange_accuracy(model, task, site, rot, k, pairs.base, pairs.source, target=pairs.target,
+                                        informative=pairs.informative if informative is None else informative,
+                                        counterfactual=counterfactual, source_codes=codes[key],
+                                        base_resid=resid[base or key].get(layer))
+
+        hits, total = score(rotation, held_out, "ood")
+        low, high = wilson_interval(hits, total)
+        identity = score(torch.eye(n, device=device), held_out, "ood")
+        random = score(random_rotation(n, seed + 7).to(device), held_out, "ood")
+        control = score(rotation, held_out, "control", control_informative, base="ood")
+        train_hits = score(rotation, seen, "test")
+        rows.append({
+            "layer": layer, "k": k, "iia": hits / max(1, total), "iia_low": low, "iia_high": high,
+            "identity": identity[0] / max(1, identity[1]), "random": random[0] / max(1, random[1]),
+            "same_rule": control[0] / max(1, control[1]), "train_iia": train_hits[0] / max(1, train_hits[1]),
+            "clean_counterfactual": clean_cf, "n": total, "n_control": control[1],
+        })
+        rotations[(layer, k)] = rotation
+    return AlignmentResult(
+        task=task.name, variant=variant_name(model), rows=rows, rotations=rotations,
+        params={"layers": list(chosen), "ks": ks, "site": {"hook": CODE_HOOK, "positions": positions if isinstance(
+            positions, str) else "custom", "whole_row": whole_row}, "n_samples": n_samples, "n_train": n_train,
+            "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "train_split": "train",
+            "heldout_split": "ood", "train_iia_split": "test", "counterfactual": counterfactual.name},
+    )

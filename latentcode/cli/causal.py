@@ -1,0 +1,157 @@
+"""The `causal` command: does the model use its codes? `latentcode causal align` (distributed alignment search,
+`latentcode.causal.alignment`) and `latentcode causal erase` (LEACE erasure, `latentcode.causal.erasure`).
+
+RUN is a run directory or the name of a shipped checkpoint. Options are checked against the run's config.json
+(layers, k against the number of heads, the task) before torch is imported or a model loaded. No analysis logic
+lives here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from latentcode.cli.util import _add_progress, _echo, _int_csv, _subparser
+
+DEFAULT_OUT = Path("runs") / "causal"
+"""Where results go without --out: runs/causal/<run name>/<align|erase>."""
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return value
+
+
+def _common(parser: argparse.ArgumentParser, n_samples: int) -> None:
+    parser.add_argument("run", metavar="RUN", help="a run directory, or a shipped checkpoint's name (sraven-hyla)")
+    parser.add_argument("--layers", type=_int_csv, default=None, help="model layers, comma-separated (default: all)")
+    parser.add_argument("--n-samples", dest="n_samples", type=_positive, default=n_samples,
+                        help=f"held-out instances scored (default: {n_samples})")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the batches and fits (default: 0)")
+    parser.add_argument("--whole-row", dest="whole_row", action="store_true",
+                        help="widen each site to every key of its query (default: the task's (query, key) pairs)")
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
+                        help=f"where the results go (default: {DEFAULT_OUT}/<run name>/<subcommand>)")
+    parser.add_argument("--device", default="cpu", help="device for the model (default: cpu)")
+    _add_progress(parser)
+
+
+def _add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = _subparser(
+        subparsers,
+        "causal",
+        help="does the model use its codes? alignment search (align) and LEACE erasure (erase)",
+        description="Causal analyses of the latent codes. align: learn a rotation of each layer's code and swap "
+        "its first k coordinates from a source instance; report how often the answer becomes the counterfactual "
+        "one (IIA), beside the identity and a random rotation, a same-rule source, the training rule sets and a "
+        "Wilson interval. erase: remove the rule from one layer's codes with LEACE; report the held-out accuracy "
+        "before and after, beside a random erasure of the same rank, and the rule's decodability against its "
+        "floor.",
+        example="latentcode causal align sraven-hyla --k 1,4,8 --out results/causal/sraven-hyla",
+    )
+    commands = parser.add_subparsers(dest="causal_command", metavar="SUBCOMMAND", required=True)
+    align = _subparser(
+        commands, "align", help="distributed alignment search on the codes",
+        description="Per layer and k: IIA on held-out rule sets of a rotation trained on the training rule sets.",
+        example="latentcode causal align sraven-hyla --layers 2,3 --k 1,4,8",
+    )
+    _common(align, 256)
+    align.add_argument("--k", type=_int_csv, default=None,
+                       help="swapped dimensions, comma-separated, each in 1..n_heads (default: 1, n_heads/4, "
+                       "n_heads/2)")
+    align.add_argument("--n-train", dest="n_train", type=_positive, default=512, help="training pairs (default: 512)")
+    align.add_argument("--steps", type=_positive, default=50, help="training steps per rotation (default: 50)")
+    align.set_defaults(causal_func=_cmd_align)
+    erase = _subparser(
+        commands, "erase", help="LEACE erasure of the rule from the codes",
+        description="Per layer: the model's held-out accuracy with the rule erased from the codes (LEACE) and with a "
+        "random subspace of the same rank erased, and the rule's decodability after each.",
+        example="latentcode causal erase sraven-hyla --n-samples 1024",
+    )
+    _common(erase, 1024)
+    erase.add_argument("--n-fit", dest="n_fit", type=_positive, default=2048,
+                       help="training-rule-set instances the erasers and probes fit on (default: 2048)")
+    erase.set_defaults(causal_func=_cmd_erase)
+    return parser
+
+
+def _resolve(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
+    """The run's directory and config.json, with --layers and --k checked against it (no torch yet)."""
+    path = Path(args.run)
+    if not path.is_dir():
+        from latentcode.rundir.pretrained import pretrained_path
+
+        path = pretrained_path(args.run)
+    config_file = path / "config.json"
+    if not config_file.is_file():
+        raise ValueError(f"{path} has no config.json; give a run directory or a shipped checkpoint's name")
+    config = json.loads(config_file.read_text())
+    n_layers, n_heads = int(config["model"]["n_layers"]), int(config["model"]["n_heads"])
+    task = config["task"]["name"]
+    if task != "sraven":
+        raise ValueError(f"latentcode causal {args.causal_command} needs a task with per-feature rules and their "
+                         f"counterfactual answers (sraven); {path} is a {task} run")
+    bad = [layer for layer in args.layers or [] if not 0 <= layer < n_layers]
+    if bad:
+        raise ValueError(f"--layers {','.join(map(str, bad))} out of range: the model has {n_layers} layers, "
+                         f"0..{n_layers - 1}")
+    bad = [k for k in getattr(args, "k", None) or [] if not 1 <= k <= n_heads]
+    if bad:
+        raise ValueError(f"--k {','.join(map(str, bad))} out of range: the code has {n_heads} dimensions (heads), "
+                         f"so k is in 1..{n_heads}")
+    return path, config
+
+
+def _out(args: argparse.Namespace, run_path: Path) -> Path:
+    return args.out if args.out is not None else DEFAULT_OUT / run_path.name / args.causal_command
+
+
+def _cmd_align(args: argparse.Namespace) -> int:
+    run_path, _ = _resolve(args)
+    out = _out(args, run_path)
+    from latentcode.causal.alignment import alignment_search
+    from latentcode.rundir.checkpoint import load_run
+
+    run = load_run(run_path, device=args.device)
+    result = alignment_search(run.model, run.task, layers=args.layers, ks=args.k, whole_row=args.whole_row,
+                              n_samples=args.n_samples, n_train=args.n_train, steps=args.steps, seed=args.seed,
+                              progress=args.progress)
+    result.params.update(run=str(args.run), step=run.step)
+    paths = result.save(out)
+    _echo(result.table())
+    _echo(f"written: {out} ({len(paths)} files)")
+    return 0
+
+
+def _cmd_erase(args: argparse.Namespace) -> int:
+    run_path, _ = _resolve(args)
+    out = _out(args, run_path)
+    from latentcode.causal.erasure import erasure_experiment
+    from latentcode.rundir.checkpoint import load_run
+
+    run = load_run(run_path, device=args.device)
+    result = erasure_experiment(run.model, run.task, layers=args.layers, whole_row=args.whole_row,
+                                n_samples=args.n_samples, n_fit=args.n_fit, seed=args.seed, progress=args.progress)
+    result.params.update(run=str(args.run), step=run.step)
+    paths = result.save(out)
+    _echo(result.table())
+    _echo("written: " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+def _cmd_causal(args: argparse.Namespace) -> int:
+    return args.causal_func(args)
+
+
+COMMANDS: list[tuple[Callable[[Any], argparse.ArgumentParser], Callable[[argparse.Namespace], int]]] = [
+    (_add_parser, _cmd_causal),
+]
+"""The `causal` command: (adds its parser, runs it)."""
