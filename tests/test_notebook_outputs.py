@@ -2,7 +2,12 @@
 checks that the cells run but compares no output; the committed outputs come from the `small` preset. This test
 runs the quickstart's cells up to its training (setup, task, the shared SRAVEN recipe for HYLA and softmax) at the
 committed preset in a fresh interpreter and a fresh folder, and compares what they print, character for character,
-with the outputs saved in the notebook: the accuracies a reader compares their run against."""
+with the outputs saved in the notebook: the accuracies a reader compares their run against.
+
+Training is seeded (model, data, dropout) and runs on one thread, so two fresh runs agree to the last digit of
+every logged loss. What broke the committed outputs before was a run folder reused by `resume=True` that other
+code had trained. HYLA trains through the fused numba kernel (fastmath reassociation), so a CPU with other vector
+instructions than the one that made the outputs may round differently; this test would then fail on it."""
 
 from __future__ import annotations
 
