@@ -5,8 +5,8 @@ committed preset in a fresh interpreter and a fresh folder, and compares what th
 with the outputs saved in the notebook: the accuracies a reader compares their run against.
 
 Training is seeded (model, data, dropout) and runs on one thread, so two fresh runs agree to the last digit of
-every logged loss. What broke the committed outputs before was a run folder reused by `resume=True` that other
-code had trained. HYLA trains through the fused numba kernel (fastmath reassociation), so a CPU with other vector
+every logged loss. Earlier committed HYLA numbers came from a run that a fresh one no longer matched (softmax's
+did match): `resume=True` reuses a finished run folder whatever code trained it. HYLA trains through the fused numba kernel (fastmath reassociation), so a CPU with other vector
 instructions than the one that made the outputs may round differently; this test would then fail on it."""
 
 from __future__ import annotations
