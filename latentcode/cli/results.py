@@ -110,7 +110,8 @@ def _add_pretrained_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="list the shipped checkpoints and their recorded held-out metric",
         description="List the checkpoints that ship with latentcode (`latentcode.load_pretrained(NAME)`), with "
         "their folder and the held-out metric recorded when they were shipped. The folder is "
-        "$LATENTCODE_CHECKPOINTS, else the checkpoints/ folder of the source tree.",
+        "$LATENTCODE_CHECKPOINTS, else the copy a regular install carries, else the checkpoints/ folder of "
+        "the source tree (a clone or an editable install).",
         example="latentcode pretrained",
     )
     return parser

@@ -2,9 +2,10 @@
 
 A shipped checkpoint is a run directory without optimizer state (config.json, model.safetensors, metrics.jsonl)
 plus `shipped.json`, which records where it came from and the held-out metric it must reproduce. Names resolve
-to `<folder>/<name>/`, where the folder is `$LATENTCODE_CHECKPOINTS` when set, else the `checkpoints/` folder of
-the source tree (a clone or an editable install). Shipped checkpoints are read-only to latentcode: analyses of
-them write under `--out`, and `--force` never deletes one.
+to `<folder>/<name>/`, where the folder is `$LATENTCODE_CHECKPOINTS` when set, else the copy an installed wheel
+carries (`latentcode/_checkpoints/`), else the `checkpoints/` folder of the source tree (a clone or an editable
+install). Shipped checkpoints are read-only to latentcode: analyses of them write under `--out`, and `--force`
+never deletes one.
 """
 
 from __future__ import annotations
@@ -37,29 +38,36 @@ __all__ = [
 ]
 
 CHECKPOINTS_ENV = "LATENTCODE_CHECKPOINTS"
-"""Environment variable naming the folder of shipped checkpoints (needed by a non-editable install)."""
+"""Environment variable naming a folder of shipped checkpoints, used before the installed or source-tree copy."""
+
+_INSTALLED_CHECKPOINTS = Path(__file__).resolve().parents[1] / "_checkpoints"
+"""Where a wheel install carries the checkpoints (setup.py maps `checkpoints/` to `latentcode._checkpoints`)."""
 
 _SOURCE_CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
+"""The source tree's folder: a clone, or an editable install (whose `latentcode/` has no `_checkpoints`)."""
 
 
 def checkpoints_dir() -> Path:
-    """The folder holding the shipped checkpoints: `$LATENTCODE_CHECKPOINTS`, else the source tree's `checkpoints/`.
+    """The folder holding the shipped checkpoints: `$LATENTCODE_CHECKPOINTS`, else the copy a wheel install
+    carries, else the source tree's `checkpoints/` (a clone or an editable install).
 
     Raises:
-        FileNotFoundError: neither exists (a non-editable install without the environment variable).
+        FileNotFoundError: `$LATENTCODE_CHECKPOINTS` is not a folder, or none of the three exists.
     """
     env = os.environ.get(CHECKPOINTS_ENV)
     if env:
         folder = Path(env).expanduser()
         if not folder.is_dir():
-            raise FileNotFoundError(f"${CHECKPOINTS_ENV}={env} is not a directory; point it at the checkpoints/ "
-                                    "folder of a latentcode clone")
+            raise FileNotFoundError(f"${CHECKPOINTS_ENV}={env} is not a directory; point it at a folder of "
+                                    f"shipped checkpoints (a clone's checkpoints/), or unset it")
         return folder
-    if _SOURCE_CHECKPOINTS.is_dir():
-        return _SOURCE_CHECKPOINTS
+    for folder in (_INSTALLED_CHECKPOINTS, _SOURCE_CHECKPOINTS):
+        if folder.is_dir():
+            return folder
     raise FileNotFoundError(
-        f"no shipped checkpoints: {_SOURCE_CHECKPOINTS} does not exist (latentcode is not installed from a clone); "
-        f"clone the repository and set {CHECKPOINTS_ENV}=/path/to/latentcode/checkpoints"
+        f"no shipped checkpoints: neither {_INSTALLED_CHECKPOINTS} (a wheel install) nor {_SOURCE_CHECKPOINTS} "
+        f"(a clone) exists; reinstall latentcode with `pip install .` from a clone, or set "
+        f"{CHECKPOINTS_ENV}=/path/to/latentcode/checkpoints"
     )
 
 
