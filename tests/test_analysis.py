@@ -20,7 +20,7 @@ import torch
 from latentcode.cli.analysis import COMMANDS
 from latentcode.codes.extract import LatentCodes, extract_latent_codes
 from latentcode.config import model_config, train_config
-from latentcode.pipelines import analysis, run_codes
+from latentcode.pipelines import analysis, opened_run, run_codes
 from latentcode.pipelines.opened_run import open_run as lc_open_run
 from latentcode.rundir.checkpoint import load_run
 from latentcode.tasks import get_task
@@ -355,13 +355,13 @@ def test_constant_codes_are_said_once_per_command_as_one_log_line(run_copy, cli,
         (line,) = _constant_code_lines(caplog)
         assert line.startswith("report: ConstantCodesWarning ×1: run hyla: constant codes in layer 0")
 
-        real = run_codes.extract_latent_codes
+        real = opened_run.extract_latent_codes
 
         def dead_layer_0(*args, **kwargs):
             codes = real(*args, **kwargs)
             return dataclasses.replace(codes, codes=_freeze_layer_0(codes.codes))
 
-        monkeypatch.setattr(run_codes, "extract_latent_codes", dead_layer_0)
+        monkeypatch.setattr(opened_run, "extract_latent_codes", dead_layer_0)
         caplog.clear()
         with caplog.at_level(logging.WARNING):
             assert cli(["extract", str(run_copy), "--n", "32", "--no-progress"]) == 0

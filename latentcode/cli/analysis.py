@@ -98,9 +98,10 @@ def _add_run(parser: argparse.ArgumentParser, *, several: bool = False) -> None:
                              "the name's own checkpoint, seed 0)")
 
 
-def _add_n_samples(parser: argparse.ArgumentParser, *, extracts: str = "if codes must be extracted") -> None:
+def _add_n_samples(parser: argparse.ArgumentParser, *, reuses: bool = True, what: str = "") -> None:
+    default = "the codes already extracted there, else the task's" if reuses else "the task's"
     parser.add_argument("--n-samples", "--n", dest="n_samples", type=int, default=None, metavar="N",
-                        help=f"instances per split {extracts} (default: the task's, 2048 for sraven and fuzzy_logic; "
+                        help=f"instances per split{what} (default: {default}: 2048 for sraven and fuzzy_logic; "
                              "recorded in every result file; --n is the old spelling)")
 
 
@@ -143,7 +144,7 @@ def _add_extract_parser(subparsers: Any) -> argparse.ArgumentParser:
     _add_run(parser)
     parser.add_argument("--splits", type=_csv, default=["train", "test", "ood"],
                         help="comma-separated splits (default: train,test,ood)")
-    _add_n_samples(parser, extracts="")
+    _add_n_samples(parser, reuses=False)
     _add_positions(parser)
     parser.add_argument("--batch-size", type=int, default=512, help="instances per forward pass (default: 512)")
     parser.add_argument("--device", default="cpu", help="device for the model (default: cpu)")
@@ -327,7 +328,7 @@ def _add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--preset", default=DEMO_SETTINGS["preset"], metavar="PRESET",
                         help=f"model preset with --train, one of the task's: tiny, small, paper for the built-in "
                         f"tasks (default: {DEMO_SETTINGS['preset']}; tiny is a seconds-long smoke test)")
-    _add_n_samples(parser, extracts="whose codes are probed")
+    _add_n_samples(parser, reuses=False, what=" whose codes are probed")
     parser.add_argument("--embed", choices=("umap", "pca"), default="umap", help="embedding (default: umap)")
     parser.add_argument("--seeds", type=_int_csv, default=None,
                         help="comma-separated shipped seeds to analyse (default: every seed shipped)")

@@ -321,7 +321,7 @@ def _demo(out: str | os.PathLike, train: bool, variants: Sequence[str], task: st
           seeds: Sequence[int] | None, unshipped: Sequence[str] = ()) -> DemoResult:
     from latentcode.pipelines.opened_run import check_reading, default_n_samples
     from latentcode.pipelines.run_codes import check_out_folder, check_writable, codes_for
-    from latentcode.pipelines.run_report import report_with_notes, run_names
+    from latentcode.pipelines.run_report import report_with_notes
     from latentcode.rundir.directory import atomic_write_json
     from probes.decoding.decode import decode_rules
 
@@ -351,8 +351,11 @@ def _demo(out: str | os.PathLike, train: bool, variants: Sequence[str], task: st
     else:
         shown = sorted({run.seed for run in runs})
         source = f"shipped checkpoints (seeds {', '.join(map(str, shown))})"
+    # each run is named by its variant, and a seed other than the one its short name holds by `-s<seed>`
+    names = [variant if train or run.path.name == f"{task}-{variant}" else f"{variant}-s{run.seed}"
+             for variant, run in pairs]
     report, notes = report_with_notes(runs, out, positions="paper", inputs=inputs, embed_method=embed_method,
-                                      device=device, progress=progress, n_samples=n_samples, seed=seed,
+                                      device=device, progress=progress, n_samples=n_samples, seed=seed, names=names,
                                       title=f"latentcode demo: {', '.join(variants)} on {task}, {source}")
     extra_decodings = {}
     for run in runs:
@@ -364,7 +367,7 @@ def _demo(out: str | os.PathLike, train: bool, variants: Sequence[str], task: st
     summary = report.summary["runs"]
     rows = []
     decodings = []
-    for (variant, run), name in zip(pairs, run_names(runs), strict=True):
+    for (variant, run), name in zip(pairs, names, strict=True):
         decoding = summary[name].get("decoding")
         decodings.append(decoding)
         row = {**seed_row(run, decoding, variant=variant), "run": run.path, "n_per_split": n_samples}

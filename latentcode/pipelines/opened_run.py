@@ -29,7 +29,7 @@ from latentcode.rundir.checkpoint import Run, RunConfig, read_metrics
 from latentcode.rundir.directory import is_shipped
 from latentcode.rundir.files import RunFiles
 from latentcode.rundir.pretrained import resolve_run
-from latentcode.rundir.weights import load_model_weights
+from latentcode.rundir.weights import file_hash, load_model_weights
 from latentcode.tasks.base import Task
 
 __all__ = ["EXTRACT_DEFAULTS", "N_SAMPLES", "OpenRun", "check_positions", "check_reading", "default_n_samples",
@@ -154,6 +154,13 @@ class OpenRun:
     def checkpoint_hash(self) -> str:
         """sha256 of model.safetensors, first 16 hex characters (loads the model)."""
         self._load_model()
+        return self._hash
+
+    def weights_hash(self) -> str:
+        """The checkpoint hash of model.safetensors: the loaded model's, else the file's (read without building
+        the model, for checking codes files against it; the hash is kept)."""
+        if not self._hash:
+            self._hash = file_hash(self.files.model)
         return self._hash
 
     @property

@@ -155,9 +155,9 @@ def _read_codes(run: OpenRun, path: Path, positions: str, in_run: bool) -> Laten
             f"re-extract them with `latentcode extract {source} --positions {positions}`"
         )
     recorded = codes.meta.get("checkpoint")
-    if recorded and run.files.model.is_file() and recorded != run.checkpoint_hash:
+    if recorded and run.files.model.is_file() and recorded != run.weights_hash():
         if not in_run:
-            raise ValueError(f"{path} holds codes of checkpoint {recorded}, not of {source} ({run.checkpoint_hash}); "
+            raise ValueError(f"{path} holds codes of checkpoint {recorded}, not of {source} ({run.weights_hash()}); "
                              "choose another --out for this run")
         logger.warning("%s were extracted from checkpoint %s, but %s now holds another; re-run `latentcode "
                        "extract %s` to refresh them", path, recorded, run.files.model, source)

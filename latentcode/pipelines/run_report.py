@@ -125,9 +125,11 @@ def report_with_notes(
     progress: bool | None,
     n_samples: int | None = None,
     seed: int = 0,
+    names: Sequence[str] | None = None,
 ) -> tuple[Report, list[str]]:
     """`report_runs`, returning the whole `Report` (its `summary` is what summary.json holds) and the warnings it
-    collected, as summary lines, instead of logging them."""
+    collected, as summary lines, instead of logging them. `names`: how the report names each run (default:
+    `run_names`)."""
     if not run_dirs:
         raise ValueError("no runs given; pass one or more run directories")
     runs = [r if isinstance(r, OpenRun) else open_run(r, device=device) for r in run_dirs]
@@ -153,7 +155,7 @@ def report_with_notes(
             raise ValueError(mismatch)
 
     run_inputs: list[RunInput] = []
-    for run, name, reading in zip(runs, run_names(runs), readings, strict=True):
+    for run, name, reading in zip(runs, names or run_names(runs), readings, strict=True):
         codes, _ = codes_for(run, run.path, positions=positions, inputs=reading, n_samples=n_samples,
                              progress=progress, save=not run.shipped, seed=seed)
         summary = run_summary(run)
