@@ -93,7 +93,8 @@ def check_out_dir(run: OpenRun | str | os.PathLike, out_dir: str | os.PathLike |
                 f"--out DIR (Python: out_dir=...), e.g. {shipped_out_hint(run)}")
         return run.path
     out = check_out_folder(out_dir, shipped_out_hint(run))
-    if RunFiles(out).config.is_file() and RunFiles(out).config.read_bytes() != run.files.config.read_bytes():
+    if RunFiles(out).config.is_file() and RunConfig.load(out).to_dict() != run.config.to_dict():
+        # a folder that an analysis before 0.3 filled with a copy of this run is fine; another run is not
         raise ValueError(f"--out {out} is another run directory than {run.path}; choose another --out")
     return out
 
