@@ -26,6 +26,17 @@ INTRO = """\
 `--train.KEY=VALUE` override single config fields of `train` and `info` (unknown keys are rejected with the list
 of valid ones). User errors print one `error: ...` line and exit with code 2.
 
+The analysis commands (`extract`, `decode`, `figures`, `report`) take RUN as a run directory or as a shipped
+checkpoint's name (`latentcode decode sraven-hyla`; `--seed K` opens seed K, e.g. `latentcode report
+fuzzy_logic-hyla --seed 1`; `latentcode pretrained` lists the names and seeds). A shipped checkpoint is read in
+place and never copied: its results go to `--out`, by default `runs/analysis/NAME` (seed 0) or
+`runs/analysis/NAME-sSEED`, and nothing is ever written under `checkpoints/`. Each `demo` task has its own default
+folder (`runs/demo/TASK`, `runs/demo/TASK-trained` with `--train`). Every command that extracts codes takes
+`--n-samples` (instances per split), whose default is the task's (2048 for sraven and fuzzy_logic, in every
+command), and every result file records the count (`n_per_split`). A mistyped flag prints the subcommand's own
+usage and the closest flags ("did you mean --format?"); a mistyped name or path, the closest shipped names and
+run folders. These checks come before torch is imported, so a rejected argument answers at once.
+
 """
 
 

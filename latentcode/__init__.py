@@ -42,6 +42,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "latentcode.rundir.pretrained": ("list_pretrained", "load_pretrained", "pretrained_seeds"),
     "latentcode.pipelines.results": ("collect_results", "summarize"),
     "latentcode.pipelines.run_codes": ("ensure_codes", "load_codes"),
+    "latentcode.pipelines.opened_run": ("OpenRun", "open_run"),
     "latentcode.pipelines.run_report": ("report_runs",),
     "latentcode.tasks": (
         "TASKS", "Batch", "CodeReading", "CompositionalTask", "FuzzyLogic", "InputChoice", "SRaven", "Task",

@@ -207,14 +207,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     decoded = analysis / "codes" / "paper.decode.json"
     if args.force or not decoded.is_file() or decoded.stat().st_mtime < codes.stat().st_mtime:
         (analysis / "decode.txt").write_text(
-            _latentcode(["decode", _rel(analysis), "--no-progress"], commands, "decode.json"))
+            _latentcode(["decode", _rel(run), "--out", _rel(analysis), "--no-progress"], commands, "decode.json"))
     else:
-        commands["decode.json"] = f"latentcode decode {_rel(analysis)}"
+        commands["decode.json"] = f"latentcode decode {_rel(run)} --out {_rel(analysis)}"
     shutil.copyfile(analysis / "codes" / "paper.decode.json", results / "decode.json")
     for split, suffix in (("test", ""), ("ood", "_ood")):
         out = analysis / f"interventions{suffix}"
         key = f"rule_transfer{suffix}.csv"
-        transfer = ["transfer", _rel(analysis), "--split", split, "--out", _rel(out)]
+        transfer = ["transfer", _rel(run), "--split", split, "--out", _rel(out)]
         if args.force or not (out / "rule_transfer.json").is_file():
             _latentcode([*transfer, "--no-progress"], commands, key)
         else:

@@ -20,7 +20,8 @@ import torch
 from latentcode.cli.analysis import COMMANDS
 from latentcode.codes.extract import LatentCodes, extract_latent_codes
 from latentcode.config import model_config, train_config
-from latentcode.pipelines import analysis, run_codes
+from latentcode.pipelines import analysis, opened_run, run_codes
+from latentcode.pipelines.opened_run import open_run as lc_open_run
 from latentcode.rundir.checkpoint import load_run
 from latentcode.tasks import get_task
 from latentcode.training.train import train
@@ -368,13 +369,13 @@ def test_constant_codes_are_said_once_per_command_as_one_log_line(run_copy, cli,
         (line,) = _constant_code_lines(caplog)
         assert line.startswith("report: ConstantCodesWarning ×1: run hyla: constant codes in layer 0")
 
-        real = run_codes.extract_latent_codes
+        real = opened_run.extract_latent_codes
 
         def dead_layer_0(*args, **kwargs):
             codes = real(*args, **kwargs)
             return dataclasses.replace(codes, codes=_freeze_layer_0(codes.codes))
 
-        monkeypatch.setattr(run_codes, "extract_latent_codes", dead_layer_0)
+        monkeypatch.setattr(opened_run, "extract_latent_codes", dead_layer_0)
         caplog.clear()
         with caplog.at_level(logging.WARNING):
             assert cli(["extract", str(run_copy), "--n", "32", "--no-progress"]) == 0
@@ -464,14 +465,17 @@ def test_decode_checks_the_label_before_extracting(run_copy, cli, capsys, caplog
     assert not any("extracting" in r.getMessage() for r in caplog.records)
 
 
-def test_decoding_a_shipped_checkpoint_without_out_refuses_before_extracting(run_copy, cli, capsys, caplog):
+def test_decoding_a_shipped_checkpoint_writes_under_runs_analysis_never_into_it(run_copy, cli, capsys, caplog,
+                                                                              tmp_path, monkeypatch):
     shutil.rmtree(run_copy / "codes")
     (run_copy / "shipped.json").write_text("{}")
-    with caplog.at_level(logging.INFO):
-        assert cli(["decode", str(run_copy)]) == 2
-    captured = capsys.readouterr()
-    assert "shipped checkpoint" in captured.err and "--out" in captured.err
-    assert "extracting" not in captured.out and not any("extracting" in r.getMessage() for r in caplog.records)
+    with pytest.raises(ValueError, match="shipped checkpoint, read in place and never written into; pass an output"):
+        analysis.decode_run(run_copy, progress=False)  # the library writes only where it is told
+    assert not (run_copy / "codes").exists()
+    monkeypatch.chdir(tmp_path)
+    assert cli(["decode", str(run_copy), "--n-samples", "32", "--no-progress"]) == 0  # the CLI's default --out
+    assert "written: runs/analysis/hyla/codes/paper.decode.json" in capsys.readouterr().out
+    assert (tmp_path / "runs" / "analysis" / "hyla" / "codes" / "paper.npz").is_file()
     assert not (run_copy / "codes").exists()
 
 
@@ -503,7 +507,7 @@ def test_the_demo_prints_floors_and_one_notes_line(tmp_path, cli, capsys, caplog
     escaped = [w for w in caught if type(w.message).__name__ in ("ConvergenceWarning", "ConstantCodesWarning")]
     assert not escaped
     (row,) = json.loads((out / "demo.json").read_text())["rows"]
-    codes = run_codes.load_codes(out / "hyla")
+    codes = lc_open_run(REPO_CHECKPOINTS / "fuzzy_logic-hyla").codes(n_samples=64)  # the demo's, extracted again
     terms, ood = codes.labels["terms"], codes.split == "ood"
     present = np.zeros((len(terms), 16), dtype=bool)
     present[np.arange(len(terms))[:, None], terms] = True

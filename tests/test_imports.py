@@ -82,10 +82,12 @@ PUBLIC_API = {
 PUBLIC_API_0_2 = PUBLIC_API | {
     "Ablate", "Edit", "Site", "Steer", "Transplant", "Zero", "ensure_codes", "hook_name", "hooks", "intervene",
     "pretrained_seeds", "read_emergence", "rule_emergence", "CodeReading", "CompositionalTask", "InputChoice", "TaskPresets",
-    "register_task", "unregister_task", "Explorer", "explore", "instance_picture",
+    "register_task", "unregister_task",
 }  # fmt: skip
-"""What 0.2 adds: the intervention runner, hook names, every shipped seed, the emergence analysis, what a new
-task, in its own file, is written and registered with, and the latent-code explorer."""
+"""What 0.2 adds: the intervention runner, hook names, every shipped seed, the emergence analysis, and what a new
+task, in its own file, is written and registered with."""
+PUBLIC_API_0_3 = PUBLIC_API_0_2 | {"OpenRun", "open_run", "Explorer", "explore", "instance_picture"}
+"""What 0.3 adds: a run opened once, and the latent-code explorer."""
 
 
 def _loaded_after(code: str) -> dict:
@@ -116,9 +118,9 @@ def test_version_and_help_load_no_torch(flag):
 
 
 def test_public_api_names_all_resolve():
-    assert set(latentcode.__all__) == PUBLIC_API_0_2
-    assert PUBLIC_API_0_2 <= set(dir(latentcode))
-    for name in sorted(PUBLIC_API_0_2):
+    assert set(latentcode.__all__) == PUBLIC_API_0_3
+    assert PUBLIC_API_0_3 <= set(dir(latentcode))
+    for name in sorted(PUBLIC_API_0_3):
         assert getattr(latentcode, name) is not None, name
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
         latentcode.no_such_name  # noqa: B018

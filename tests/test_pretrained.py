@@ -101,19 +101,22 @@ def test_missing_checkpoints_folder_says_how_to_fix(tmp_path, monkeypatch):
         list_pretrained()
 
 
-def test_analyses_never_write_into_a_shipped_checkpoint(shipped, tmp_path, capsys):
+def test_analyses_never_write_into_a_shipped_checkpoint(shipped, tmp_path, capsys, monkeypatch):
     dest = shipped / "fuzzy_logic-hyla"
     before = _tree_digest(dest)
     assert is_shipped(dest) and is_shipped(dest / "codes")
-    with pytest.raises(ValueError, match="shipped checkpoint"):
+    with pytest.raises(ValueError, match="shipped checkpoint, read in place and never written into; pass an output"):
         extract_run(dest, n_samples=32)
-    assert main(["decode", str(dest)]) == 2
-    assert "--out" in capsys.readouterr().err
+    monkeypatch.chdir(tmp_path)  # the command line's default output folder is runs/analysis/<name>
+    assert main(["decode", "fuzzy_logic-hyla", "--n-samples", "32", "--no-progress"]) == 0
+    assert "written: runs/analysis/fuzzy_logic-hyla/codes/paper.decode.json" in capsys.readouterr().out
     out = tmp_path / "analysis"
-    result, path = decode_run(dest, out_dir=out)
-    assert path.is_relative_to(out) and (out / "model.safetensors").is_file() and not is_shipped(out)
+    result, path = decode_run(dest, out_dir=out, n_samples=32)
+    assert path.is_relative_to(out) and not (out / "model.safetensors").exists() and not is_shipped(out)
     assert len(result.layer_names) > 0
-    decode_run(dest, out_dir=out)  # the copy is reused
+    assert json.loads(path.read_text())["n_per_split"] == 32
+    again, _ = decode_run(dest, out_dir=out)  # the codes written there are reused
+    assert again.to_dict() == result.to_dict()
     assert _tree_digest(dest) == before
 
 
@@ -124,8 +127,8 @@ def test_demo_analyses_the_shipped_checkpoints_without_touching_them(shipped, tm
     (row,) = result.rows
     recorded = shipped_info(shipped / "fuzzy_logic-hyla")["evaluation"]["results"]["ood"]["r2"]
     assert row["variant"] == "hyla" and row["ood"] == recorded
-    assert (out / "hyla" / "codes" / "paper.npz").is_file() and result.report == out / "report.html"
-    assert "copy" in result.timings and "train" not in result.timings
+    assert result.report == out / "report.html" and not list(out.rglob("*.safetensors"))  # nothing copied
+    assert "load" in result.timings and "train" not in result.timings
     assert row["input_only_ood"] is not None
     best = max(row["input_only_ood"], row["majority_ood"], row["chance"])
     assert row["codes_minus_control"] == pytest.approx(row["decode_ood_last"] - best)

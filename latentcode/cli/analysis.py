@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from latentcode.cli.util import _add_progress, _csv, _echo, _int_csv, _subparser
+from latentcode.cli.util import LazyHelp, _add_progress, _csv, _echo, _int_csv, _subparser
 
 __all__ = ["COMMANDS"]
 
@@ -49,13 +49,7 @@ class _InputsAction(argparse.Action):
 
     @property
     def help(self) -> str:
-        from latentcode.tasks import TASKS
-
-        per_task = "; ".join(
-            f"{name}: {', '.join(TASKS[name].code_reading.input_names)}" for name in sorted(TASKS)
-            if getattr(TASKS[name], "code_reading", None) is not None
-        )
-        return f"the inputs the codes are read at (default: the task's first, the paper's reading, spec §4.1); {per_task}"
+        return LazyHelp(_inputs_help)
 
     @help.setter
     def help(self, value: str | None) -> None:  # argparse sets it; the property computes it
@@ -63,6 +57,16 @@ class _InputsAction(argparse.Action):
 
     def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: str | None = None):
         setattr(namespace, self.dest, values)
+
+
+def _inputs_help() -> str:
+    from latentcode.tasks import TASKS
+
+    per_task = "; ".join(
+        f"{name}: {', '.join(TASKS[name].code_reading.input_names)}" for name in sorted(TASKS)
+        if getattr(TASKS[name], "code_reading", None) is not None
+    )
+    return f"the inputs the codes are read at (default: the task's first, the paper's reading, spec §4.1); {per_task}"
 
 
 def _add_inputs(parser: argparse.ArgumentParser) -> None:
@@ -74,9 +78,54 @@ def _add_device(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_out(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, default=None,
-                        help="write under this folder (it gets a copy of the run's config and weights) instead of "
-                             "into RUN; required for a shipped checkpoint")
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
+                        help="write under this folder instead of into RUN (nothing is copied there). Default: RUN "
+                             "itself for a run directory, runs/analysis/NAME[-sSEED] for a shipped checkpoint, which "
+                             "is read in place and never written into")
+
+
+RUN_HELP = "a run directory, or a shipped checkpoint's name such as sraven-hyla (`latentcode pretrained` lists them)"
+
+
+def _add_run(parser: argparse.ArgumentParser, *, several: bool = False) -> None:
+    """RUN (a path or a shipped name) and --seed (the shipped seed to open)."""
+    if several:
+        parser.add_argument("runs", metavar="RUN", nargs="+", help=RUN_HELP.replace("a run", "run"))
+    else:
+        parser.add_argument("run", metavar="RUN", help=RUN_HELP)
+    parser.add_argument("--seed", type=int, default=None, metavar="K",
+                        help="with a shipped name: open its seed K (`latentcode pretrained` lists the seeds; default: "
+                             "the name's own checkpoint, seed 0)")
+
+
+def _add_n_samples(parser: argparse.ArgumentParser, *, reuses: bool = True, what: str = "") -> None:
+    default = "the codes already extracted there, else the task's" if reuses else "the task's"
+    parser.add_argument("--n-samples", "--n", dest="n_samples", type=int, default=None, metavar="N",
+                        help=f"instances per split{what} (default: {default}: 2048 for sraven and fuzzy_logic; "
+                             "recorded in every result file; --n is the old spelling)")
+
+
+def _where(args: argparse.Namespace, target: str) -> tuple[Path, str | None, Path | None]:
+    """Check RUN, --seed, --n-samples and --out before torch is imported: (the run directory, the shipped name it
+    was given by, the output folder: --out, else runs/analysis/<folder> for a shipped checkpoint, else None)."""
+    from latentcode.rundir.pretrained import analysis_out_dir, check_out_folder, is_shipped, resolve_run
+
+    n_samples = getattr(args, "n_samples", None)
+    if n_samples is not None and n_samples <= 0:
+        raise ValueError(f"--n-samples={n_samples} must be positive (instances per split)")
+    path, name = resolve_run(target, args.seed)
+    out = args.out
+    if out is None and is_shipped(path):
+        out = analysis_out_dir(path)
+    if out is not None and out.resolve() != path.resolve():
+        check_out_folder(out, analysis_out_dir(path).as_posix())
+    return path, name, out
+
+
+def _open(path: Path, name: str | None, device: str) -> Any:
+    from latentcode.pipelines.opened_run import OpenRun
+
+    return OpenRun(path, name=name, device=device)
 
 
 # ----------------------------------------------------------------------------------------------------- extract
@@ -92,15 +141,14 @@ def _add_extract_parser(subparsers: Any) -> argparse.ArgumentParser:
         "input, SRAVEN instances are drawn unpermuted. Every argument is checked before anything is copied.",
         example="latentcode extract runs/demo/hyla --splits train,test,ood --n-samples 2048 --positions all_features",
     )
-    parser.add_argument("run", metavar="RUN", type=Path, help="run directory")
+    _add_run(parser)
     parser.add_argument("--splits", type=_csv, default=["train", "test", "ood"],
                         help="comma-separated splits (default: train,test,ood)")
-    parser.add_argument("--n-samples", "--n", dest="n_samples", type=int, default=2048,
-                        help="instances per split (default: 2048; --n is the old spelling)")
+    _add_n_samples(parser, reuses=False)
     _add_positions(parser)
     parser.add_argument("--batch-size", type=int, default=512, help="instances per forward pass (default: 512)")
     parser.add_argument("--device", default="cpu", help="device for the model (default: cpu)")
-    parser.add_argument("--seed", type=int, default=0, help="batch seed (default: 0)")
+    parser.add_argument("--batch-seed", type=int, default=0, help="seed of the instances drawn (default: 0)")
     _add_inputs(parser)
     _add_progress(parser)
     _add_out(parser)
@@ -109,13 +157,15 @@ def _add_extract_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 @_constant_codes_as_log_lines
 def _cmd_extract(args: argparse.Namespace) -> int:
-    from latentcode.codes.extract import LatentCodes
+    run_dir, name, out = _where(args, args.run)
     from latentcode.pipelines.analysis import extract_run
 
-    path = extract_run(args.run, splits=args.splits, n_samples=args.n_samples, positions=args.positions,
-                       batch_size=args.batch_size, device=args.device, seed=args.seed, progress=args.progress,
-                       out_dir=args.out, inputs=args.inputs)
-    codes = LatentCodes.load(path)
+    run = _open(run_dir, name, args.device)
+    path = extract_run(run, splits=args.splits, n_samples=args.n_samples, positions=args.positions,
+                       batch_size=args.batch_size, seed=args.batch_seed, progress=args.progress, out_dir=out,
+                       inputs=args.inputs)
+    codes = run.cached_codes(args.positions, args.inputs, n_samples=args.n_samples, splits=args.splits,
+                             seed=args.batch_seed)
     counts = ", ".join(f"{s} {int((codes.split == s).sum())}" for s in codes.splits)
     _echo(f"codes: {path} {list(codes.codes.shape)} ({counts}); labels: {', '.join(sorted(codes.labels))}")
     _echo(f"reading: {codes.reading}")
@@ -133,14 +183,17 @@ def _add_decode_parser(subparsers: Any) -> argparse.ArgumentParser:
         "(uniform chance and the majority class; for fuzzy-logic terms, answering 'present' for every term) and "
         "the input-only control (the same probe on the raw tokens); the headline 'codes − best' is the score minus "
         "the best of those. Prints the table with the codes' reading and writes "
-        "RUN/codes/<positions>[-<inputs>].decode.json. A run without codes at the reading gets them extracted "
-        "first, as `latentcode extract RUN` would (it says so).",
-        example="latentcode decode runs/demo/hyla --positions paper",
+        "<out>/codes/<positions>[-<inputs>].decode.json (<out>: RUN itself, or --out), with the instances per split "
+        "it was computed on. A run without codes at the reading gets them extracted first, as `latentcode extract "
+        "RUN` would (it says so). RUN may be a shipped checkpoint's name (`latentcode pretrained`), read in place: "
+        "its results go to --out, by default runs/analysis/NAME[-sSEED].",
+        example="latentcode decode sraven-hyla --n-samples 2048",
     )
-    parser.add_argument("run", metavar="RUN", type=Path, help="run directory")
+    _add_run(parser)
     _add_positions(parser)
     _add_inputs(parser)
     parser.add_argument("--label", help="label to decode (default: rule for SRAVEN, terms for fuzzy logic)")
+    _add_n_samples(parser)
     _add_device(parser)
     _add_progress(parser)
     _add_out(parser)
@@ -149,10 +202,11 @@ def _add_decode_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 @_constant_codes_as_log_lines
 def _cmd_decode(args: argparse.Namespace) -> int:
+    run_dir, name, out = _where(args, args.run)
     from latentcode.pipelines.analysis import decode_run
 
-    result, path = decode_run(args.run, positions=args.positions, inputs=args.inputs, label=args.label,
-                              device=args.device, progress=args.progress, out_dir=args.out)
+    result, path = decode_run(_open(run_dir, name, args.device), positions=args.positions, inputs=args.inputs,
+                              label=args.label, n_samples=args.n_samples, progress=args.progress, out_dir=out)
     _echo(result.table())
     _echo(f"\nwritten: {path}")
     return 0
@@ -169,14 +223,15 @@ def _add_figures_parser(subparsers: Any) -> argparse.ArgumentParser:
         "2-D embedding of the last layer's codes. png/svg/pdf come from matplotlib, html from plotly "
         "(self-contained). A run without codes at the reading gets them extracted first, as `latentcode decode` "
         "does.",
-        example="latentcode figures runs/demo/hyla --format png,html",
+        example="latentcode figures sraven-linear --format png,html",
     )
-    parser.add_argument("run", metavar="RUN", type=Path, help="run directory")
+    _add_run(parser)
     _add_positions(parser)
     parser.add_argument("--format", dest="formats", type=_csv, default=["png", "html"],
                         help="comma-separated: png, svg, pdf, html (default: png,html)")
     parser.add_argument("--embed", choices=("umap", "pca"), default="umap", help="embedding (default: umap)")
     _add_inputs(parser)
+    _add_n_samples(parser)
     _add_device(parser)
     _add_progress(parser)
     _add_out(parser)
@@ -185,11 +240,13 @@ def _add_figures_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 @_constant_codes_as_log_lines
 def _cmd_figures(args: argparse.Namespace) -> int:
+    run_dir, name, out = _where(args, args.run)
     from latentcode.pipelines.analysis import figures_run
 
-    written = figures_run(args.run, positions=args.positions, inputs=args.inputs, formats=args.formats,
-                          embed_method=args.embed, device=args.device, progress=args.progress, out_dir=args.out)
-    _echo(f"{len(written)} files in {(args.out or args.run) / 'figures'}:")
+    written = figures_run(_open(run_dir, name, args.device), positions=args.positions, inputs=args.inputs,
+                          formats=args.formats, embed_method=args.embed, n_samples=args.n_samples,
+                          progress=args.progress, out_dir=out)
+    _echo(f"{len(written)} files in {(out or run_dir) / 'figures'}:")
     for path in written:
         _echo(f"  {path.name}")
     return 0
@@ -205,16 +262,18 @@ def _add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
         "self-contained report.html (works offline) and summary.json, with the runs side by side and every "
         "decoding score beside its floors and the input-only control. Runs without codes at the reading get them "
         "extracted first (a shipped checkpoint's are kept in memory, never written into it).",
-        example="latentcode report runs/demo/softmax runs/demo/linear runs/demo/hyla --out runs/demo",
+        example="latentcode report fuzzy_logic-hyla --seed 1",
     )
-    parser.add_argument("runs", metavar="RUN", type=Path, nargs="+", help="run directories")
+    _add_run(parser, several=True)
     parser.add_argument("--out", type=Path, metavar="DIR",
-                        help="output folder (default: the run itself for one run; required for several runs, "
-                             "e.g. --out . for the current directory)")
+                        help="output folder (default: the run itself for one run directory, runs/analysis/NAME[-sSEED] "
+                             "for one shipped checkpoint; required for several runs, e.g. --out . for the current "
+                             "directory)")
     _add_positions(parser)
     _add_inputs(parser)
     parser.add_argument("--title", help="page title (default: the runs and the codes' reading)")
     parser.add_argument("--embed", choices=("umap", "pca"), default="umap", help="embedding (default: umap)")
+    _add_n_samples(parser)
     _add_device(parser)
     _add_progress(parser)
     return parser
@@ -222,10 +281,13 @@ def _add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 @_constant_codes_as_log_lines
 def _cmd_report(args: argparse.Namespace) -> int:
+    found = [_where(args, target) for target in args.runs]
+    out = found[0][2] if len(found) == 1 else args.out  # several runs: --out, checked by _where
     from latentcode.pipelines.run_report import report_runs
 
-    path = report_runs(args.runs, args.out, positions=args.positions, inputs=args.inputs, title=args.title,
-                       embed_method=args.embed, device=args.device, progress=args.progress)
+    runs = [_open(run_dir, name, args.device) for run_dir, name, _ in found]
+    path = report_runs(runs, out, positions=args.positions, inputs=args.inputs, title=args.title,
+                       embed_method=args.embed, n_samples=args.n_samples, progress=args.progress)
     _echo(f"report: {path}")
     _echo(f"summary: {path.with_name('summary.json')}")
     return 0
@@ -240,18 +302,19 @@ def _add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
         "demo",
         help="probe the codes of the shipped softmax, linear and HYLA checkpoints (or --train small ones), "
         "write a report",
-        description="The whole analysis in a few minutes on a CPU: copy every shipped seed of the fuzzy-logic "
-        "checkpoints (softmax, linear, HYLA trained at the paper's Table A1 setting) to --out, extract their latent "
-        "codes at the paper's reading, run every probe, write report.html, and print per seed the task metric "
+        description="The whole analysis in a few minutes on a CPU: read every shipped seed of the fuzzy-logic "
+        "checkpoints (softmax, linear, HYLA trained at the paper's Table A1 setting) where they lie (nothing is "
+        "copied), extract their latent codes at the paper's reading, run every probe, write report.html, and print per seed the task metric "
         "beside decoding from the last layer's OOD codes, its floor, the input-only control, 'codes − best' (the "
         "score minus the best of those) and the value-network live fraction, then the mean ± s.e. over each "
         "variant's seeds. With --train, small models are trained "
         f"instead ({DEMO_SETTINGS['task']}, {DEMO_SETTINGS['preset']} preset, {DEMO_SETTINGS['steps']} steps "
         "each; finished runs in --out are reused).",
-        example="latentcode demo --out runs/demo",
+        example="latentcode demo --task sraven",
     )
-    parser.add_argument("--out", type=Path, default=Path("runs/demo"), metavar="DIR",
-                        help="folder for the runs and the report (default: runs/demo)")
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
+                        help="folder for the report (and with --train the runs); default: one per task, "
+                             "runs/demo/TASK for the shipped checkpoints, runs/demo/TASK-trained with --train")
     parser.add_argument("--train", action="store_true",
                         help="train small models instead of analysing the shipped checkpoints")
     parser.add_argument("--task", default=None,
@@ -265,9 +328,7 @@ def _add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--preset", default=DEMO_SETTINGS["preset"], metavar="PRESET",
                         help=f"model preset with --train, one of the task's: tiny, small, paper for the built-in "
                         f"tasks (default: {DEMO_SETTINGS['preset']}; tiny is a seconds-long smoke test)")
-    parser.add_argument("--n-samples", "--n", dest="n_samples", type=int, default=DEMO_SETTINGS["n_samples"],
-                        help=f"instances per split whose codes are probed (default: {DEMO_SETTINGS['n_samples']}; "
-                             "--n is the old spelling)")
+    _add_n_samples(parser, reuses=False, what=" whose codes are probed")
     parser.add_argument("--embed", choices=("umap", "pca"), default="umap", help="embedding (default: umap)")
     parser.add_argument("--seeds", type=_int_csv, default=None,
                         help="comma-separated shipped seeds to analyse (default: every seed shipped)")
@@ -289,8 +350,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from latentcode.pipelines.demo import demo
     from latentcode.pipelines.demo_table import SEED_LEGEND
 
-    if args.steps <= 0 or args.n_samples <= 0:
+    if args.steps <= 0 or (args.n_samples is not None and args.n_samples <= 0):
         raise ValueError(f"--steps={args.steps} and --n-samples={args.n_samples} must be positive integers")
+    if args.out is not None:
+        from latentcode.rundir.pretrained import check_out_folder
+
+        check_out_folder(args.out, "runs/demo/TASK")
     result = demo(args.out, train=args.train, task=args.task, variants=args.variants, preset=args.preset,
                   steps=args.steps, n_samples=args.n_samples, seed=args.seed, device=args.device,
                   embed_method=args.embed, threads=args.threads, force=args.force, progress=args.progress,

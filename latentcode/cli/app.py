@@ -344,6 +344,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> None:
+    """Refuse arguments no parser took with the subcommand's own usage and, for a flag, the closest ones it has
+    ("did you mean --format?"). Exits with code 2, as argparse does."""
+    import difflib
+
+    command = getattr(args, "command", None)
+    sub = _subparsers(parser).get(command, parser)
+    options = [o for action in sub._actions for o in action.option_strings if o.startswith("--")]
+    hints = []
+    for arg in extra:
+        if arg.startswith("-"):
+            flag = arg.split("=", 1)[0]
+            close = difflib.get_close_matches(flag, options, n=2, cutoff=0.6)
+            if close:
+                hints.append(f"did you mean {' or '.join(close)} (not {flag})?")
+    where = f"`latentcode {command} --help`" if command else "`latentcode --help`"
+    sub.error(f"unrecognized arguments: {' '.join(extra)}" + (f"; {' '.join(hints)}" if hints else "")
+              + f" (see {where})")
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
 def _error(message: object) -> None:
     _warn(f"error: {' '.join(str(message).split())}")
 
@@ -358,7 +385,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:
+            _unrecognized(parser, args, extra)
     except SystemExit as e:  # argparse: --help, --version, or a usage error (already printed)
         return e.code if isinstance(e.code, int) else 0
     args.overrides = overrides
@@ -366,11 +395,12 @@ def main(argv: list[str] | None = None) -> int:
         given = [f"--{s}.{k}" for s in SECTIONS for k in overrides[s]]
         _error(f"`latentcode {args.command}` takes no config overrides ({', '.join(given)})")
         return 2
-    from latentcode.training import distributed
-
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
-    if not distributed.env_info().is_main:  # under torchrun, rank 0 tells the story
-        level = max(level, logging.WARNING)
+    if "RANK" in os.environ or "WORLD_SIZE" in os.environ:  # torchrun: rank 0 tells the story (torch loaded only here)
+        from latentcode.training import distributed
+
+        if not distributed.env_info().is_main:
+            level = max(level, logging.WARNING)
     logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
     try:
         return args.func(args)

@@ -41,15 +41,32 @@ def _warn(text: str) -> None:
     sys.stderr.write(text + "\n")
 
 
+class LazyHelp(str):
+    """A help text computed when argparse expands it (`help % params`, for --help), not when it only looks at it
+    (a usage line, an error): a help that lists the registered tasks then imports no task module (and no torch)."""
+
+    def __new__(cls, compute: Any) -> LazyHelp:
+        text = super().__new__(cls, "(listed by --help)")
+        text._compute = compute
+        return text
+
+    def __mod__(self, params: Any) -> str:
+        return self._compute() % params
+
+
+def _task_help() -> str:
+    from latentcode.tasks import TASKS
+
+    return f"task: {', '.join(sorted(TASKS))}"
+
+
 class _TaskAction(argparse.Action):
     """Stores the TASK argument; its help lists the registered tasks (`latentcode.tasks.TASKS`), read only when
     that help is printed, so building the parser loads no task module (and no torch)."""
 
     @property
     def help(self) -> str:
-        from latentcode.tasks import TASKS
-
-        return f"task: {', '.join(sorted(TASKS))}"
+        return LazyHelp(_task_help)
 
     @help.setter
     def help(self, value: str | None) -> None:  # argparse sets it; the property computes it

@@ -1,11 +1,12 @@
 """Run-directory analyses behind the CLI: extract codes, decode them and draw figures (`extract_run`, `decode_run`,
 `figures_run`); the report is `run_report.py`, and `demo`, which chains them on the shipped checkpoints, `demo.py`.
 
-Each public function takes a run directory and writes into it (`codes/`, `figures/`) or under `out_dir`; the
-numbers come from `latentcode.codes.extract` and the torch-free `probes` package. Every function reads codes at one
-reading, positions plus inputs, by default the task's own (the paper's, spec §4.1), checks every argument before
-it copies, extracts or writes anything, and extracts missing codes itself (`run_codes.ensure_codes`, where the
-codes' files are handled). Constant codes (`probes.degenerate`) get one `ConstantCodesWarning` per run and reading,
+Each public function takes a run opened once (`open_run`: a run directory or a shipped checkpoint's name; a path
+or name given here is opened once) and writes into the run (`codes/`, `figures/`) or under `out_dir` (a shipped
+checkpoint is never copied nor written into); the numbers come from `latentcode.codes.extract` and the torch-free
+`probes` package. Every function reads codes at one reading, positions plus inputs, by default the task's own
+(the paper's, spec §4.1), checks every argument before it extracts or writes anything, and extracts missing codes
+itself (`run_codes.codes_for`), keeping them in the run object. Constant codes (`probes.degenerate`) get one `ConstantCodesWarning` per run and reading,
 where the codes are made or loaded, never again from the analyses that follow. Argument parsing and printing live
 in `cli/analysis.py`; training in `train.py`.
 """
@@ -21,18 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from latentcode.codes.extract import check_extraction, code_reading
-from latentcode.constants import CONFIG_FILE, FIGURES_DIR
-from latentcode.pipelines.run_codes import (
+from latentcode.constants import FIGURES_DIR
+from latentcode.pipelines.opened_run import (
     EXTRACT_DEFAULTS,
-    analysis_dir,
-    check_out_dir,
+    OpenRun,
     check_reading,
-    ensure_codes,
-    extract_codes,
-    find_codes,
-    run_config,
+    default_n_samples,
+    open_run,
 )
-from latentcode.rundir.checkpoint import RunConfig, read_metrics
+from latentcode.pipelines.run_codes import check_out_dir, codes_for, find_codes
 from latentcode.rundir.directory import atomic_write_json, record_outputs
 from probes._compat import renamed_kwargs
 from probes.decoding.decode import decode_rules
@@ -46,12 +44,24 @@ logger = logging.getLogger(__name__)
 FIGURE_FORMATS = ("png", "html")
 
 
+def _run_and_target(run: OpenRun | str | os.PathLike, out_dir: str | os.PathLike | None, device: str
+                    ) -> tuple[OpenRun, Path]:
+    """The open run (a path or shipped name is opened once, on `device`) and where its outputs go."""
+    run = run if isinstance(run, OpenRun) else open_run(run, device=device)
+    return run, check_out_dir(run, out_dir)
+
+
+def _check_n_samples(n_samples: int | None) -> None:
+    if n_samples is not None and (isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples <= 0):
+        raise ValueError(f"n_samples={n_samples!r} (CLI: --n-samples) must be a positive integer")
+
+
 @renamed_kwargs(n="n_samples")
 def extract_run(
-    run_dir: str | os.PathLike,
+    run_dir: OpenRun | str | os.PathLike,
     *,
     splits: Sequence[str] = EXTRACT_DEFAULTS["splits"],
-    n_samples: int = EXTRACT_DEFAULTS["n_samples"],
+    n_samples: int | None = None,
     positions: str = "paper",
     batch_size: int = EXTRACT_DEFAULTS["batch_size"],
     device: str = "cpu",
@@ -60,21 +70,21 @@ def extract_run(
     out_dir: str | os.PathLike | None = None,
     inputs: str | None = None,
 ) -> Path:
-    """Extract a trained run's latent codes and save them to `RUN/codes/<positions>[-<inputs>].npz` (+ `.json`),
-    or under `out_dir` (see `analysis_dir`; required for a shipped checkpoint). Every argument is checked before
-    anything is copied or extracted.
+    """Extract a run's latent codes and save them to `<out>/codes/<positions>[-<inputs>].npz` (+ `.json`), where
+    `<out>` is the run itself or `out_dir` (required for a shipped checkpoint, which is read in place and never
+    copied). Every argument is checked before anything is extracted or written.
 
     Args:
-        run_dir: the run directory.
+        run_dir: an `OpenRun` (`open_run`), a run directory or a shipped checkpoint's name.
         splits: splits to draw instances from (decoding needs `train` and at least one other).
-        n_samples: instances per split.
+        n_samples: instances per split (None: the task's default, `latentcode.pipelines.opened_run.N_SAMPLES`).
         positions: a named position of the run's task: 'paper' (every task), 'all_features' (SRAVEN), or one the
             task declares (`code_reading.positions`); see `latentcode.codes.extract.resolve_positions`.
         batch_size: instances per forward pass.
-        device: where the model runs.
+        device: where the model runs (when `run_dir` is not open yet).
         seed: batch seed.
         progress: progress bar (None: only on a terminal).
-        out_dir: write under this folder instead of the run (see `analysis_dir`).
+        out_dir: write under this folder instead of the run (see `check_out_dir`).
         inputs: an input choice of the run's task (None: its default, the paper's reading: fuzzy logic
             `fixed_query`, SRAVEN `unpermuted`; see `latentcode.tasks.base.CodeReading`).
 
@@ -88,34 +98,44 @@ def extract_run(
     Warns:
         ConstantCodesWarning: some layers' codes barely vary across instances (`probes.degenerate`).
     """
-    config = run_config(run_dir)
-    inputs = check_reading(config, positions, inputs)
-    check_extraction(config.task, tuple(splits), n_samples, positions=positions, inputs=inputs,
-                     batch_size=batch_size)
-    source, run_dir = run_dir, analysis_dir(run_dir, out_dir)
-    path, codes = extract_codes(run_dir, positions, inputs, device, progress, splits=splits, n_samples=n_samples,
-                           batch_size=batch_size, seed=seed)
-    check_constant_codes(codes, what=str(source))
+    _check_n_samples(n_samples)
+    run, target = _run_and_target(run_dir, out_dir, device)
+    inputs = check_reading(run.config, positions, inputs)
+    n = default_n_samples(run.task) if n_samples is None else n_samples
+    check_extraction(run.task, tuple(splits), n, positions=positions, inputs=inputs, batch_size=batch_size)
+    codes = run.codes(positions, inputs, n_samples=n, splits=tuple(splits), seed=seed, batch_size=batch_size,
+                      progress=progress)
+    path = codes.save(find_codes(run, positions, inputs, target)[0])
+    record_outputs(target, [path, path.with_suffix(".json")])
+    check_constant_codes(codes, what=str(run.name or run.path))
     return path
 
 
-def _check_label(config: RunConfig, label: str | None, codes_file: Path | None) -> None:
+def _check_label(task: Any, label: str | None, codes_file: Path | None) -> None:
     """Refuse a label the codes will not have, before anything is extracted (existing codes decide for themselves)."""
-    decodable = code_reading(config.task).labels
+    decodable = code_reading(task).labels
     if label is None or not decodable or label in decodable or (codes_file is not None and codes_file.is_file()):
         return
     raise ValueError(
-        f"label={label!r} cannot be decoded from {config.task.name} codes; available labels: {', '.join(decodable)} "
+        f"label={label!r} cannot be decoded from {task.name} codes; available labels: {', '.join(decodable)} "
         f"(default: {decodable[0]})"
     )
 
 
+def decoding_record(result: DecodingResult, codes: Any) -> dict[str, Any]:
+    """What a `.decode.json` holds: `DecodingResult.to_dict()` plus the instances per split it was computed on
+    (`n_per_split`) and the checkpoint the codes came from."""
+    return {**result.to_dict(), "n_per_split": codes.meta.get("n_per_split"),
+            "checkpoint": codes.meta.get("checkpoint")}
+
+
 def decode_run(
-    run_dir: str | os.PathLike,
+    run_dir: OpenRun | str | os.PathLike,
     *,
     positions: str = "paper",
     inputs: str | None = None,
     label: str | None = None,
+    n_samples: int | None = None,
     device: str = "cpu",
     progress: bool | None = None,
     out_dir: str | os.PathLike | None = None,
@@ -123,18 +143,21 @@ def decode_run(
     """Fit linear decoders on a run's train-split codes and score them on its other splits, per layer, beside
     their floors and the input-only control.
 
-    Writes the result as JSON next to the codes: `RUN/codes/<positions>[-<inputs>].decode.json`. A run without
-    codes at this reading gets them extracted first, with `extract_run`'s defaults (said once at INFO level).
-    Every argument is checked before anything is copied or extracted.
+    Writes the result as JSON next to the codes: `<out>/codes/<positions>[-<inputs>].decode.json`, with the
+    instances per split it was computed on (`n_per_split`). A run without codes at this reading gets them extracted
+    first (the task's default sample count unless `n_samples` says otherwise; said once at INFO level) and saved
+    beside it. Every argument is checked before anything is extracted.
 
     Args:
-        run_dir: the run directory.
+        run_dir: an `OpenRun` (`open_run`), a run directory or a shipped checkpoint's name.
         positions: which extraction to decode.
         inputs: the input choice of the reading (None: the task's default, the paper's).
         label: the label to decode (default: the codes' own, `rule` or `terms`).
+        n_samples: instances per split (None: the codes already there, else the task's default, `N_SAMPLES`).
         device: where the model runs if the codes must be extracted first.
         progress: progress bar (None: only on a terminal).
-        out_dir: write under this folder instead of the run (see `analysis_dir`).
+        out_dir: write under this folder instead of the run (see `check_out_dir`; required for a shipped
+            checkpoint).
 
     Returns:
         (the `DecodingResult`, the JSON path).
@@ -148,45 +171,48 @@ def decode_run(
         ConstantCodesWarning: some layers' codes barely vary across instances (once; the result names them in
             `constant_layers`, and the all-layers probe leaves them out).
     """
-    config = run_config(run_dir)
-    inputs = check_reading(config, positions, inputs)
-    target = check_out_dir(run_dir, out_dir)
-    _check_label(config, label, find_codes(target, positions, inputs)[0] if (target / CONFIG_FILE).is_file() else None)
-    source, run_dir = run_dir, analysis_dir(run_dir, out_dir)
-    codes, path = ensure_codes(run_dir, positions=positions, inputs=inputs, device=device, progress=progress)
-    check_constant_codes(codes, what=str(source))
-    shared = getattr(config.task, "shared_codes", {}).get(label or codes.label)  # classes the task says share a code
+    _check_n_samples(n_samples)
+    run, target = _run_and_target(run_dir, out_dir, device)
+    inputs = check_reading(run.config, positions, inputs)
+    _check_label(run.task, label, find_codes(run, positions, inputs, target)[0])
+    codes, path = codes_for(run, target, positions=positions, inputs=inputs, n_samples=n_samples,
+                            progress=progress)
+    check_constant_codes(codes, what=str(run.name or run.path))
+    shared = getattr(run.task, "shared_codes", {}).get(label or codes.label)  # classes the task says share a code
     result = decode_rules(codes, label=label, progress=progress, merge=shared)
     out = path.with_suffix(".decode.json")
-    atomic_write_json(out, result.to_dict())
-    record_outputs(run_dir, [out])
+    atomic_write_json(out, decoding_record(result, codes))
+    record_outputs(target, [out])
     return result, out
 
 
 def figures_run(
-    run_dir: str | os.PathLike,
+    run_dir: OpenRun | str | os.PathLike,
     *,
     positions: str = "paper",
     inputs: str | None = None,
     formats: Sequence[str] = FIGURE_FORMATS,
     embed_method: str = "umap",
+    n_samples: int | None = None,
     device: str = "cpu",
     progress: bool | None = None,
     out_dir: str | os.PathLike | None = None,
 ) -> list[Path]:
-    """Draw a run's figures into `RUN/figures/`: training curves, decoding per layer, rule similarity, mean
+    """Draw a run's figures into `<out>/figures/`: training curves, decoding per layer, rule similarity, mean
     code heatmaps and a 2-D embedding of the last layer (plus per-term F1 for fuzzy logic). Codes missing at this
     reading are extracted first, as `decode_run` does.
 
     Args:
-        run_dir: the run directory.
+        run_dir: an `OpenRun` (`open_run`), a run directory or a shipped checkpoint's name.
         positions: which extraction to draw.
         inputs: the input choice of the reading (None: the task's default, the paper's).
         formats: any of png, svg, pdf (matplotlib) and html (plotly, self-contained).
         embed_method: 'umap' or 'pca'.
+        n_samples: instances per split (None: the codes already there, else the task's default, `N_SAMPLES`).
         device: where the model runs if the codes must be extracted first.
         progress: progress bar (None: only on a terminal).
-        out_dir: write under this folder instead of the run (see `analysis_dir`).
+        out_dir: write under this folder instead of the run (see `check_out_dir`; required for a shipped
+            checkpoint).
 
     Returns:
         The written files (`figures/<name>[_<positions>][_<inputs>].<format>`, the suffixes for a reading other
@@ -220,13 +246,13 @@ def figures_run(
         raise ValueError(f"formats {bad or list(formats)} not understood; valid formats: {', '.join(valid)}")
     if embed_method not in ("umap", "pca"):
         raise ValueError(f"embed_method={embed_method!r} is not one of umap, pca")
-    config = run_config(run_dir)
-    inputs = check_reading(config, positions, inputs)
-    default_inputs = code_reading(config.task).default_inputs
-    source, run_dir = run_dir, analysis_dir(run_dir, out_dir)
-    codes, _ = ensure_codes(run_dir, positions=positions, inputs=inputs, device=device, progress=progress)
-    check_constant_codes(codes, what=str(source))
-    out = Path(run_dir) / FIGURES_DIR
+    _check_n_samples(n_samples)
+    run, target = _run_and_target(run_dir, out_dir, device)
+    inputs = check_reading(run.config, positions, inputs)
+    default_inputs = code_reading(run.task).default_inputs
+    codes, _ = codes_for(run, target, positions=positions, inputs=inputs, n_samples=n_samples, progress=progress)
+    check_constant_codes(codes, what=str(run.name or run.path))
+    out = target / FIGURES_DIR
     suffix = ("" if positions == "paper" else f"_{positions}") + ("" if inputs == default_inputs else f"_{inputs}")
     with collect_probe_warnings() as notes, warnings.catch_warnings():
         warnings.simplefilter("ignore", ConstantCodesWarning)  # said once above; each figure says it again
@@ -242,13 +268,12 @@ def figures_run(
             figures["term_f1"] = term_f1_figure(decoding.terms, split=split)
     for note in notes:
         logger.warning("figures: %s", note)
-    metrics = read_metrics(run_dir)
-    if metrics:
-        figures["training_curves"] = training_curves_figure(metrics)
+    if run.metrics:
+        figures["training_curves"] = training_curves_figure(run.metrics)
     written: list[Path] = []
     for name, figure in figures.items():
         written += save_figure(figure, out / f"{name}{suffix}", formats=tuple(formats))
-        record_outputs(run_dir, written)
+        record_outputs(target, written)
     return written
 
 

@@ -15,7 +15,6 @@ import logging
 import os
 import re
 import time
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,14 +29,16 @@ from latentcode.pipelines.demo_table import (
     skipped_note,
 )
 from probes._compat import renamed_kwargs
-from probes.degenerate import ConstantCodesWarning
+from probes.degenerate import check_constant_codes
 
 __all__ = [
     "DEMO_PRETRAINED_TASK",
     "DEMO_SETTINGS",
     "DEMO_VARIANTS",
     "demo",
+    "demo_out_dir",
     "shipped_seed_dirs",
+    "shipped_seed_runs",
 ]
 
 logger = logging.getLogger(__name__)
@@ -45,6 +46,15 @@ logger = logging.getLogger(__name__)
 
 def shipped_seed_dirs(name: str, seeds: Sequence[int] | None = None) -> dict[int, Path]:
     """Every shipped seed of a short name, each folder checked: seed -> folder (`<name>` and `<name>-s<k>`).
+
+    Each folder is opened and its weights loaded once to check it (`shipped_seed_runs` returns those open runs).
+    """
+    return {seed: run.path for seed, run in shipped_seed_runs(name, seeds).items()}
+
+
+def shipped_seed_runs(name: str, seeds: Sequence[int] | None = None) -> dict[int, Any]:
+    """Every shipped seed of a short name, each folder checked and opened once: seed -> `OpenRun` (read in place,
+    its weights loaded; nothing is copied).
 
     Args:
         name: a short name such as `fuzzy_logic-hyla` (see `latentcode.rundir.pretrained.pretrained_seeds`).
@@ -57,7 +67,6 @@ def shipped_seed_dirs(name: str, seeds: Sequence[int] | None = None) -> dict[int
             holding one seed, or weights that do not load. The message names the folder and the fix.
     """
     from latentcode.constants import CONFIG_FILE, MODEL_FILE, SHIPPED_FILE
-    from latentcode.rundir.checkpoint import load_run
     from latentcode.rundir.pretrained import checkpoints_dir, pretrained_path, shipped_info
 
     pretrained_path(name)  # raises, listing the names there are
@@ -90,17 +99,27 @@ def shipped_seed_dirs(name: str, seeds: Sequence[int] | None = None) -> dict[int
             raise ValueError(f"seed {', '.join(map(str, absent))} of {name!r} is not shipped; shipped seeds: "
                              f"{', '.join(map(str, sorted(found))) or 'none'}")
         found = {s: found[s] for s in seeds}
-    for seed, path in found.items():
-        try:
-            run = load_run(path)
-        except Exception as err:  # a truncated weights file or a config of another version: say which folder
-            raise ValueError(f"shipped checkpoint {path} is broken: it does not load ({err}). Export it again "
-                             f"(`latentcode export RUN {path}`) or move it out of {folder}") from err
-        if run.config.train.seed != seed:
-            raise ValueError(f"shipped checkpoint {path} is broken: its config was trained with seed "
-                             f"{run.config.train.seed} but {SHIPPED_FILE} records seed {seed}. Export it again "
-                             f"(`latentcode export RUN {path}`) or move it out of {folder}")
-    return dict(sorted(found.items()))
+    return {seed: _open_checked(path, seed, folder, name) for seed, path in sorted(found.items())}
+
+
+def _open_checked(path: Path, seed: int, folder: Path, name: str | None = None) -> Any:
+    """Open a shipped seed's folder once (config parsed, weights loaded), as an `OpenRun`; any failure names the
+    folder and the fix."""
+    from latentcode.constants import SHIPPED_FILE
+    from latentcode.pipelines.opened_run import OpenRun
+
+    def broken(why: str) -> ValueError:
+        return ValueError(f"shipped checkpoint {path} is broken: {why}. Export it again (`latentcode export RUN "
+                          f"{path}`) or move it out of {folder}")
+
+    try:
+        run = OpenRun(path, name=name)
+        run.model  # noqa: B018 (loads the weights now, so that a truncated file is named before anything is written)
+    except Exception as err:  # a truncated weights file or a config of another version: say which folder
+        raise broken(f"it does not load ({err})") from err
+    if run.config.train.seed != seed:
+        raise broken(f"its config was trained with seed {run.config.train.seed} but {SHIPPED_FILE} records seed {seed}")
+    return run
 
 
 DEMO_VARIANTS = ("softmax", "linear", "hyla")
@@ -113,15 +132,28 @@ DEMO_SETTINGS: dict[str, Any] = {
     "steps": 600,
     "batch_size": 128,
     "lr": 3e-3,
-    "n_samples": 1024,
 }
 """What `demo` trains by default, sized for about five minutes on a 2-core CPU, with the task's own demo parameters
-(`presets.demo_params`: SRAVEN's column permutation is off, so small models learn the rules within minutes)."""
+(`presets.demo_params`: SRAVEN's column permutation is off, so small models learn the rules within minutes). The
+instances per split whose codes are probed are the task's default, as in every command
+(`latentcode.pipelines.opened_run.N_SAMPLES`)."""
+
+
+def demo_out_dir(task: str | None = None, train: bool = False) -> Path:
+    """The demo's default folder, one per task: `runs/demo/<task>` for the shipped checkpoints and
+    `runs/demo/<task>-trained` with `train` (so the demos of different tasks never share a folder).
+
+    >>> demo_out_dir().as_posix(), demo_out_dir("sraven", train=True).as_posix()
+    ('runs/demo/fuzzy_logic', 'runs/demo/sraven-trained')
+    """
+    if task is None:
+        task = DEMO_SETTINGS["task"] if train else DEMO_PRETRAINED_TASK
+    return Path("runs") / "demo" / (f"{task}-trained" if train else task)
 
 
 @renamed_kwargs(out="out_dir", n_codes="n_samples")
 def demo(
-    out_dir: str | os.PathLike = "runs/demo",
+    out_dir: str | os.PathLike | None = None,
     *,
     train: bool = False,
     variants: Sequence[str] | None = None,
@@ -130,7 +162,7 @@ def demo(
     preset: str = DEMO_SETTINGS["preset"],
     steps: int = DEMO_SETTINGS["steps"],
     lr: float = DEMO_SETTINGS["lr"],
-    n_samples: int = DEMO_SETTINGS["n_samples"],
+    n_samples: int | None = None,
     seed: int = 0,
     device: str = "cpu",
     embed_method: str = "umap",
@@ -143,9 +175,9 @@ def demo(
     """Probe the latent codes of softmax, linear and HYLA models and write a report.
 
     By default the models are the shipped checkpoints `<task>-<variant>`, every shipped seed of each (fuzzy logic
-    at the paper's Table A1 setting, see `latentcode.rundir.pretrained`): each is copied (weights, config, metrics)
-    to `out_dir/<variant>` (the seed the short name holds) or `out_dir/<variant>-s<seed>` (every other one), its
-    codes are extracted there, and every probe runs on them; nothing is trained and the checkpoints are not touched.
+    at the paper's Table A1 setting, see `latentcode.rundir.pretrained`): each is opened once where it lies
+    (`open_run`; nothing is copied and the checkpoints are not touched), its codes are extracted in memory, and
+    every probe runs on them; nothing is trained.
     The table shows every seed, then the mean ± s.e. over each variant's seeds, with the value-network live fraction
     beside each. With `train=True`, small models are trained instead (`DEMO_SETTINGS`, SRAVEN by default; finished
     runs in `out_dir` are reused unless `force=True`). Codes are read at the task's default reading, the paper's
@@ -155,7 +187,8 @@ def demo(
     beside its floors and the input-only control, and the headline is the score minus the best of them.
 
     Args:
-        out_dir: folder for the runs (`out_dir/<variant>`), report.html, summary.json and demo.json.
+        out_dir: folder for report.html, summary.json and demo.json, and with `train` the trained runs
+            (`out_dir/<variant>`); None: `demo_out_dir(task, train)`, one folder per task.
         train: train small models instead of analysing the shipped checkpoints.
         variants: model variants (None: softmax, linear and HYLA, and of the shipped checkpoints those the task
             has; a variant named here that is not shipped is an error).
@@ -164,7 +197,8 @@ def demo(
         preset: model preset when training.
         steps: training steps per model when training.
         lr: peak learning rate when training.
-        n_samples: instances per split whose codes are extracted.
+        n_samples: instances per split whose codes are extracted (None: the task's default, `N_SAMPLES`, as in
+            every command; recorded in demo.json and summary.json).
         seed: seed of the task split, initialisation and data when training, and of the extraction batches.
         device: where to train and extract.
         embed_method: 'umap' or 'pca' for the report's embedding section.
@@ -189,7 +223,7 @@ def demo(
 
     if threads is not None and threads <= 0:
         raise ValueError(f"threads={threads} (CLI: --threads) must be a positive integer, or None to keep torch's")
-    if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples <= 0:
+    if n_samples is not None and (isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples <= 0):
         raise ValueError(f"n_samples={n_samples} (CLI: --n-samples) must be a positive integer")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
         raise ValueError(f"steps={steps} (CLI: --steps) must be a positive integer")
@@ -199,6 +233,8 @@ def demo(
         task = DEMO_SETTINGS["task"] if train else DEMO_PRETRAINED_TASK
     if task not in TASKS:
         get_task(task)  # raises, listing the valid tasks
+    if out_dir is None:
+        out_dir = demo_out_dir(task, train)
     TASKS[task].code_reading.choice(inputs, f"task {task!r}")  # checked before anything is copied or trained
     if seeds is not None:
         if train:
@@ -242,21 +278,16 @@ def _default_variants(task: str, train: bool) -> tuple[list[str], list[str]]:
 
 def _demo_runs(out: Path, train: bool, variants: Sequence[str], task: str, task_params: dict[str, Any] | None,
                preset: str, steps: int, lr: float, seed: int, device: str, force: bool,
-               progress: bool | None, seeds: Sequence[int] | None) -> list[tuple[str, Path]]:
-    """The demo's (variant, run directory) pairs: copies of every shipped seed's checkpoint, or freshly trained
-    small models."""
-    from latentcode.pipelines.run_codes import analysis_dir
+               progress: bool | None, seeds: Sequence[int] | None) -> list[tuple[str, Any]]:
+    """The demo's (variant, `OpenRun`) pairs: every shipped seed's checkpoint opened once where it lies, or freshly
+    trained small models."""
+    from latentcode.pipelines.opened_run import OpenRun
 
     if not train:
-        found = {variant: shipped_seed_dirs(f"{task}-{variant}", seeds) for variant in variants}  # checked first
-        plan = [(variant, source, out / (variant if source.name == f"{task}-{variant}" else f"{variant}-s{s}"))
-                for variant, by_seed in found.items() for s, source in by_seed.items()]
-        logger.info("demo: %d shipped checkpoints (%s)", len(plan),
+        found = {variant: shipped_seed_runs(f"{task}-{variant}", seeds) for variant in variants}  # checked first
+        pairs = [(variant, run) for variant, by_seed in found.items() for run in by_seed.values()]
+        logger.info("demo: %d shipped checkpoints (%s), read in place", len(pairs),
                     "; ".join(f"{v} seeds {', '.join(map(str, by_seed))}" for v, by_seed in found.items()))
-        pairs = []
-        for i, (variant, source, dest) in enumerate(plan, 1):
-            logger.info("demo: [%d/%d] copying %s to %s", i, len(plan), source, dest)
-            pairs.append((variant, analysis_dir(source, dest)))
         return pairs
     from latentcode.config import model_config, train_config
     from latentcode.tasks import get_task, task_presets
@@ -269,12 +300,12 @@ def _demo_runs(out: Path, train: bool, variants: Sequence[str], task: str, task_
                              eval_samples=2048, log_every=max(1, steps // 20), checkpoint_every=steps, seed=seed,
                              device=device, batch_size=DEMO_SETTINGS["batch_size"])
     configs = [model_config(the_task, variant, preset) for variant in variants]  # fails early on a bad variant
-    run_dirs = []
+    runs = []
     for variant, config in zip(variants, configs, strict=True):
         logger.info("demo: training %s on %s (%s preset, %d steps)", variant, task, preset, steps)
         train_model(config, the_task, train_cfg, out / variant, resume=not force, force=force, progress=progress)
-        run_dirs.append((variant, out / variant))
-    return run_dirs
+        runs.append((variant, OpenRun(out / variant, device=device)))
+    return runs
 
 
 def _extra_positions(task: Any) -> list[str]:
@@ -285,58 +316,63 @@ def _extra_positions(task: Any) -> list[str]:
 
 
 def _demo(out: str | os.PathLike, train: bool, variants: Sequence[str], task: str,
-          task_params: dict[str, Any] | None, preset: str, steps: int, lr: float, n_samples: int, seed: int,
+          task_params: dict[str, Any] | None, preset: str, steps: int, lr: float, n_samples: int | None, seed: int,
           device: str, embed_method: str, force: bool, progress: bool | None, inputs: str | None,
           seeds: Sequence[int] | None, unshipped: Sequence[str] = ()) -> DemoResult:
-    from latentcode.pipelines.analysis import decode_run, extract_run
-    from latentcode.pipelines.run_codes import check_reading, run_config
-    from latentcode.pipelines.run_report import report_with_notes, run_names
-    from latentcode.rundir.checkpoint import load_run
+    from latentcode.pipelines.opened_run import check_reading, default_n_samples
+    from latentcode.pipelines.run_codes import check_out_folder, check_writable, codes_for
+    from latentcode.pipelines.run_report import report_with_notes
     from latentcode.rundir.directory import atomic_write_json
+    from probes.decoding.decode import decode_rules
 
     start = time.perf_counter()
     out = Path(out)
+    check_out_folder(out, demo_out_dir(task, train).as_posix())  # never inside checkpoints/, before anything is read
+    check_writable(out)
     pairs = _demo_runs(out, train, variants, task, task_params, preset, steps, lr, seed, device, force, progress,
                        seeds)
-    run_dirs = [run_dir for _, run_dir in pairs]
-    timings = {"train" if train else "copy": time.perf_counter() - start}
-    config = run_config(run_dirs[0])
-    metric = config.task.metric_name
-    inputs = check_reading(config, "paper", inputs)
-    extra = _extra_positions(config.task)
+    runs = [run for _, run in pairs]
+    timings = {"train" if train else "load": time.perf_counter() - start}
+    first = runs[0]
+    metric = first.task.metric_name
+    inputs = check_reading(first.config, "paper", inputs)
+    n_samples = default_n_samples(first.task) if n_samples is None else n_samples
+    extra = _extra_positions(first.task)
     tick = time.perf_counter()
-    for i, run_dir in enumerate(run_dirs, 1):
-        logger.info("demo: [%d/%d] extracting %s codes (%s)", i, len(run_dirs), run_dir.name,
-                    ", ".join(["paper", *extra]))
+    for i, run in enumerate(runs, 1):
+        logger.info("demo: [%d/%d] extracting %s codes (%s)", i, len(runs), run.label, ", ".join(["paper", *extra]))
         for where in ["paper", *extra]:
-            with warnings.catch_warnings():
-                # constant codes are said once per run and reading: by the report (paper positions, in the
-                # notes) and by decode_run below (the extra positions), not here as well
-                warnings.simplefilter("ignore", ConstantCodesWarning)
-                extract_run(run_dir, n_samples=n_samples, positions=where, device=device, seed=seed,
-                            progress=progress, inputs=inputs)
+            run.codes(where, inputs, n_samples=n_samples, seed=seed, progress=progress)  # kept by the run
     timings["extract"] = time.perf_counter() - tick
     tick = time.perf_counter()
-    logger.info("demo: running the probes on %d runs and writing the report", len(run_dirs))
+    logger.info("demo: running the probes on %d runs and writing the report", len(runs))
     if train:
         source = f"{preset} models trained {steps} steps"
     else:
-        shown = sorted({load_run(run_dir).config.train.seed for run_dir in run_dirs})
+        shown = sorted({run.seed for run in runs})
         source = f"shipped checkpoints (seeds {', '.join(map(str, shown))})"
-    report, notes = report_with_notes(run_dirs, out, positions="paper", inputs=inputs, embed_method=embed_method,
-                                      device=device, progress=progress,
+    # each run is named by its variant, and a seed other than the one its short name holds by `-s<seed>`
+    names = [variant if train or run.path.name == f"{task}-{variant}" else f"{variant}-s{run.seed}"
+             for variant, run in pairs]
+    report, notes = report_with_notes(runs, out, positions="paper", inputs=inputs, embed_method=embed_method,
+                                      device=device, progress=progress, n_samples=n_samples, seed=seed, names=names,
                                       title=f"latentcode demo: {', '.join(variants)} on {task}, {source}")
-    extra_decodings = {(run_dir, where): decode_run(run_dir, positions=where, inputs=inputs, progress=progress)[0]
-                       for run_dir in run_dirs for where in extra}
+    extra_decodings = {}
+    for run in runs:
+        for where in extra:
+            codes, _ = codes_for(run, None if run.shipped else run.path, positions=where, inputs=inputs,
+                                 n_samples=n_samples, seed=seed, save=not run.shipped)
+            check_constant_codes(codes, what=str(run.name or run.path))
+            extra_decodings[run.path, where] = decode_rules(codes, progress=progress)
     summary = report.summary["runs"]
     rows = []
     decodings = []
-    for (variant, run_dir), name in zip(pairs, run_names(run_dirs), strict=True):
+    for (variant, run), name in zip(pairs, names, strict=True):
         decoding = summary[name].get("decoding")
         decodings.append(decoding)
-        row = {**seed_row(load_run(run_dir), decoding, variant=variant), "run": run_dir}
+        row = {**seed_row(run, decoding, variant=variant), "run": run.path, "n_per_split": n_samples}
         for where in extra:
-            scores = row_scores(extra_decodings[run_dir, where].to_dict())
+            scores = row_scores(extra_decodings[run.path, where].to_dict())
             row[f"decode_ood_last_{where}"] = scores.get("decode_ood_last")
             row[f"codes_minus_control_{where}"] = scores.get("codes_minus_control")
         rows.append(row)
@@ -350,5 +386,6 @@ def _demo(out: str | os.PathLike, train: bool, variants: Sequence[str], task: st
                         positions="paper", timings=timings, reading=reading,
                         notes=[*([f"not shipped yet, so not in this demo: {', '.join(unshipped)}"] if unshipped else []),
                                *([skipped] if skipped else []), *dead_layer_notes(rows), *notes])
-    atomic_write_json(out / "demo.json", result.to_dict())
+    atomic_write_json(out / "demo.json", {**result.to_dict(), "n_per_split": n_samples})
     return result
+

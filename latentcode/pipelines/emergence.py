@@ -23,7 +23,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from latentcode.codes.extract import extract_latent_codes
-from latentcode.rundir.checkpoint import Run, RunConfig, read_metrics
+from latentcode.rundir.checkpoint import Run, read_metrics
 from latentcode.rundir.weights import list_snapshots
 from latentcode.training.diagnostics import LIVE_KEY
 
@@ -86,7 +86,7 @@ def with_live_fraction(rows: Sequence[EmergenceRow], run_dir: str | os.PathLike)
 
 
 def rule_emergence(
-    run_dir: str | os.PathLike,
+    run_dir: Any,
     *,
     n_samples: int = 4096,
     steps: Sequence[int] | None = None,
@@ -97,7 +97,8 @@ def rule_emergence(
     """Fig. 5F's decoding and its controls on every snapshot of a run (see the module docstring).
 
     Args:
-        run_dir: a run trained with `snapshots=True` (its `snapshots/` folder), e.g. a SRAVEN run.
+        run_dir: a run trained with `snapshots=True` (its `snapshots/` folder), e.g. a SRAVEN run: its directory or
+            an `OpenRun` (`open_run`; its config and metrics are read once). Each snapshot is loaded once.
         n_samples: instances per split (train and held-out) whose codes are read at each snapshot.
         steps: only these snapshot steps (default: all).
         seed: batch seed of the extraction (the same instances at every snapshot).
@@ -111,20 +112,27 @@ def rule_emergence(
         FileNotFoundError: the run has no snapshots (train it with `--train.snapshots=true`).
         ValueError: a requested step has no snapshot, or the task has no `rule` label to decode.
     """
+    from latentcode.pipelines.opened_run import OpenRun, open_run
     from probes import decode_rules  # torch-free and heavy (scikit-learn): loaded when used
 
-    run_dir = Path(run_dir)
+    def no_snapshots(where: Any) -> FileNotFoundError:
+        return FileNotFoundError(f"{where} has no snapshots/step-*/ folders; train it with `--train.snapshots=true` "
+                                 "(TrainConfig.snapshots) to keep the weights of every evaluation")
+
+    if not isinstance(run_dir, OpenRun) and Path(run_dir).is_dir() and not list_snapshots(run_dir):
+        raise no_snapshots(run_dir)  # said first, for a folder that holds no run as for a run without snapshots
+    parent = open_run(run_dir, device=device)
+    run_dir = parent.path
     found = dict(list_snapshots(run_dir))
     if not found:
-        raise FileNotFoundError(f"{run_dir} has no snapshots/step-*/ folders; train it with "
-                                "`--train.snapshots=true` (TrainConfig.snapshots) to keep the weights of every evaluation")
+        raise no_snapshots(run_dir)
     if steps is not None:
         missing = sorted(set(steps) - set(found))
         if missing:
             raise ValueError(f"no snapshot of step(s) {missing} in {run_dir}; available: {sorted(found)}")
         found = {s: found[s] for s in sorted(steps)}
-    metrics = read_metrics(run_dir) if (run_dir / "metrics.jsonl").is_file() else []
-    own = model_accuracy(metrics, RunConfig.load(run_dir).task.metric_name)
+    metrics = parent.metrics
+    own = model_accuracy(metrics, parent.task.metric_name)
     live = _live_fractions(metrics)
     rows: list[EmergenceRow] = []
     for step, folder in tqdm(sorted(found.items()), desc="snapshots", disable=None if progress is None else not progress):

@@ -1,35 +1,40 @@
-"""A run's latent codes on disk: where they live (`codes_path`), reading them back checked against the run
-(`load_codes`), extracting them when missing (`ensure_codes`), and where an analysis may write (`analysis_dir`).
+"""A run's latent codes on disk and in memory: where they live (`codes_path`), reading them back checked against
+the run (`load_codes`), extracting them when missing (`ensure_codes`, `codes_for`), and where an analysis may
+write (`check_out_dir`).
 
-What the analysis commands (`analysis.py`) and the report (`run_report.py`) share: each reads codes at one reading,
-positions plus inputs, by default the task's own, and checks every argument before it copies, extracts or writes
-anything. The numbers come from `latentcode.codes.extract`; nothing here decodes or draws.
+What the analysis commands (`analysis.py`) and the report (`run_report.py`) share: each takes an `OpenRun`
+(`opened_run.py`; a path or a shipped name is opened once), reads codes at one reading, positions plus inputs, by
+default the task's own, and checks every argument before it extracts or writes anything. Codes extracted once are
+kept by the run object; a shipped checkpoint is never copied, and its codes are written only under `--out`. The
+numbers come from `latentcode.codes.extract`; nothing here decodes or draws.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
 from pathlib import Path
 from typing import Any
 
-from latentcode.codes.extract import LatentCodes, check_extraction, code_reading, extract_latent_codes
-from latentcode.constants import CODES_DIR, CONFIG_FILE, MODEL_FILE
-from latentcode.rundir.checkpoint import RunConfig, load_run
+from latentcode.codes.extract import LatentCodes, code_reading
+from latentcode.pipelines.opened_run import (  # noqa: F401 (EXTRACT_DEFAULTS and the checks are importable here)
+    EXTRACT_DEFAULTS,
+    OpenRun,
+    check_positions,
+    check_reading,
+    default_n_samples,
+    open_run,
+)
+from latentcode.rundir.checkpoint import RunConfig
 from latentcode.rundir.directory import record_outputs
-from latentcode.rundir.pretrained import require_writable_run
-from latentcode.rundir.weights import file_hash
+from latentcode.rundir.files import RunFiles
+from latentcode.rundir.pretrained import analysis_out_dir, check_out_folder, check_writable  # noqa: F401 (importable here too)
 from probes.codes import meta_reading, meta_reading_inputs
 
 __all__ = ["EXTRACT_DEFAULTS", "analysis_dir", "codes_path", "ensure_codes", "load_codes"]
 
 logger = logging.getLogger(__name__)
-
-EXTRACT_DEFAULTS: dict[str, Any] = {"splits": ("train", "test", "ood"), "n_samples": 2048, "batch_size": 512,
-                                    "seed": 0}
-"""What `extract_run` uses unless told otherwise, and what `ensure_codes` extracts missing codes with."""
 
 
 def codes_path(run_dir: str | os.PathLike, positions: str = "paper", inputs: str | None = None) -> Path:
@@ -46,99 +51,73 @@ def codes_path(run_dir: str | os.PathLike, positions: str = "paper", inputs: str
     'runs/demo/hyla/codes/paper.npz'
     """
     check_positions(positions)
-    name = positions
-    if inputs is not None and inputs != code_reading(run_config(run_dir).task).default_inputs:
-        name = f"{positions}-{inputs}"
-    return Path(run_dir) / CODES_DIR / f"{name}.npz"
+    default = None if inputs is None else code_reading(run_config(run_dir).task).default_inputs
+    return _codes_file(run_dir, positions, inputs, default)
 
 
-def check_positions(positions: str, task: Any = None) -> None:
-    """Raise a ValueError unless `positions` names positions: a plain name (it names the codes' files), and, given
-    the run's task, one the task declares (`code_reading.positions`; the message lists them)."""
-    if not isinstance(positions, str) or not positions or positions.startswith(".") \
-            or any(c in positions for c in "/\\"):
-        raise ValueError(f"positions={positions!r} is not a name of positions; the analyses read codes at named "
-                         "positions (e.g. 'paper'); pass explicit positions to `extract_latent_codes` instead")
-    if task is not None:
-        names = code_reading(task).positions
-        if positions not in names:
-            raise ValueError(f"positions={positions!r} is not defined for task {task.name!r}; valid: "
-                             f"{', '.join(names)} (the task's named positions, `code_reading.positions`)")
+def _codes_file(where: str | os.PathLike, positions: str, inputs: str | None, default_inputs: str | None) -> Path:
+    name = positions if inputs is None or inputs == default_inputs else f"{positions}-{inputs}"
+    return RunFiles(where).codes(name)
 
 
 def run_config(run_dir: str | os.PathLike) -> RunConfig:
+    """The config of a run directory (raises FileNotFoundError naming the fix when there is none)."""
     path = Path(run_dir)
-    if not (path / CONFIG_FILE).is_file():
-        raise FileNotFoundError(
-            f"{path} is not a run directory (no {CONFIG_FILE}); train one with "
-            "`latentcode train TASK --model VARIANT --out DIR`"
-        )
+    if not RunFiles(path).config.is_file():
+        from latentcode.rundir.pretrained import resolve_run
+
+        resolve_run(path)  # raises, suggesting shipped names and run folders close to it
     return RunConfig.load(path)
 
 
-def check_reading(config: RunConfig, positions: str, inputs: str | None) -> str:
-    """Check positions and inputs against the run's task; return the input choice's name (None: the default)."""
-    task = config.task
-    check_positions(positions, task)
-    _, choice = check_extraction(task, positions=positions, inputs=inputs)
-    return choice.name
+def shipped_out_hint(run: OpenRun) -> str:
+    """`runs/analysis/<label>`: the folder the command line writes an analysis of a shipped checkpoint to."""
+    return analysis_out_dir(run.path).as_posix()
 
 
-def check_out_dir(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None) -> Path:
-    """Where an analysis of `run_dir` will write (see `analysis_dir`), checked without writing anything."""
-    run_config(run_dir)
-    if out_dir is None or Path(out_dir).resolve() == Path(run_dir).resolve():
-        require_writable_run(run_dir, "write codes, figures or reports into")
-        return Path(run_dir)
-    out = Path(out_dir)
-    require_writable_run(out, "write into")
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file, not a folder; choose a new or empty folder")
-    if (out / CONFIG_FILE).is_file():
-        source_hash = file_hash(Path(run_dir) / MODEL_FILE)
-        if not (out / MODEL_FILE).is_file() or file_hash(out / MODEL_FILE) != source_hash:
-            raise ValueError(f"--out {out} already holds another run than {run_dir}; choose another --out")
-    elif out.exists() and any(out.iterdir()):
-        raise ValueError(f"--out {out} is not empty and holds no copy of {run_dir}; choose a new or empty folder")
-    check_writable(out)
-    return out
+def check_out_dir(run: OpenRun | str | os.PathLike, out_dir: str | os.PathLike | None) -> Path:
+    """Where an analysis of `run` writes, checked without writing anything: the run itself (None), or `out_dir`.
 
-
-def check_writable(path: Path) -> None:
-    """Raise unless `path`, or the nearest folder above it that exists, may be written to."""
-    existing = path
-    while not existing.exists() and existing.parent != existing:
-        existing = existing.parent
-    if not os.access(existing, os.W_OK):
-        raise ValueError(f"cannot write to {path}: {existing} is not writable; choose another output folder")
-
-
-def analysis_dir(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None) -> Path:
-    """Where an analysis of `run_dir` writes: the run itself, or `out_dir`, which then receives a copy of the
-    run's config, weights and metrics (no optimizer state) so that later commands can read it as a run.
+    Nothing is copied into `out_dir`: the analysis writes its codes (`codes/`), decodings and figures there, each
+    recording the checkpoint it came from.
 
     Raises:
-        FileNotFoundError: `run_dir` is not a run.
-        ValueError: no `out_dir` for a shipped checkpoint (never written into), or `out_dir` holds another run,
-            is not empty or cannot be written.
+        ValueError: no `out_dir` for a shipped checkpoint (never written into), an `out_dir` inside the shipped
+            checkpoints, one that is a file, holds another run, or cannot be written.
     """
-    out = check_out_dir(run_dir, out_dir)
-    if out != Path(run_dir) and not (out / CONFIG_FILE).is_file():
-        load_run(run_dir).save(out)
-        logger.info("copied %s (config, weights, metrics) to %s; results go there", run_dir, out)
+    run = open_run(run)
+    if out_dir is None or Path(out_dir).resolve() == run.path.resolve():
+        if run.shipped:
+            raise ValueError(
+                f"{run.path} is a shipped checkpoint, read in place and never written into; pass an output folder: "
+                f"--out DIR (Python: out_dir=...), e.g. {shipped_out_hint(run)}")
+        return run.path
+    out = check_out_folder(out_dir, shipped_out_hint(run))
+    if RunFiles(out).config.is_file() and RunConfig.load(out).to_dict() != run.config.to_dict():
+        # a folder that an analysis before 0.3 filled with a copy of this run is fine; another run is not
+        raise ValueError(f"--out {out} is another run directory than {run.path}; choose another --out")
     return out
 
 
-def find_codes(run_dir: str | os.PathLike, positions: str, inputs: str | None) -> tuple[Path, str | None]:
-    """(the file holding the run's codes at this reading, None | why the file found there does not fit).
+def analysis_dir(run_dir: OpenRun | str | os.PathLike, out_dir: str | os.PathLike | None = None) -> Path:
+    """Where an analysis of `run_dir` writes (`check_out_dir`); nothing is copied (before 0.3 `out_dir` received a
+    copy of the run)."""
+    return check_out_dir(run_dir, out_dir)
+
+
+def find_codes(run: OpenRun | str | os.PathLike, positions: str, inputs: str | None,
+               where: str | os.PathLike | None = None) -> tuple[Path, str | None]:
+    """(the file holding the run's codes at this reading under `where` (default: the run), None | why the file
+    found there does not fit).
 
     Codes at the default inputs live at `<positions>.npz`; other inputs at `<positions>-<inputs>.npz`, or at
     `<positions>.npz` in files written before readings were recorded (which hold `LEGACY_INPUTS`)."""
-    config = run_config(run_dir)
-    default = code_reading(config.task).default_inputs
+    run = open_run(run)
+    where = run.path if where is None else Path(where)
+    default = code_reading(run.task).default_inputs
     inputs = inputs or default
-    path = codes_path(run_dir, positions, inputs)
-    plain = codes_path(run_dir, positions)
+    path = _codes_file(where, positions, inputs, default)
+    plain = _codes_file(where, positions, None, default)
     if path != plain and not path.is_file() and plain.is_file():
         legacy = read_codes_meta(plain)
         if legacy is not None and "reading" not in legacy and meta_reading_inputs(legacy) == inputs:
@@ -146,11 +125,12 @@ def find_codes(run_dir: str | os.PathLike, positions: str, inputs: str | None) -
     meta = read_codes_meta(path) if path.is_file() else None
     found = None if meta is None else meta_reading_inputs(meta)
     if found is not None and found != inputs:
+        source = run.name or run.path
         return path, (
             f"{path} holds codes read at {meta_reading(meta)}, not at {inputs} inputs"
-            + (f" ({config.task.name}'s default, the paper's reading)" if inputs == default else "")
+            + (f" ({run.task.name}'s default, the paper's reading)" if inputs == default else "")
             + f"; use them with --inputs {found} (Python: inputs={found!r}), or "
-            f"re-extract them with `latentcode extract {run_dir} --positions {positions}`"
+            f"re-extract them with `latentcode extract {source} --positions {positions}`"
             + ("" if inputs == default else f" --inputs {inputs}")
         )
     return path, None
@@ -165,11 +145,32 @@ def read_codes_meta(npz_path: Path) -> dict[str, Any] | None:
     return meta if isinstance(meta, dict) else None
 
 
-def load_codes(run_dir: str | os.PathLike, positions: str = "paper", inputs: str | None = None) -> LatentCodes:
+def _read_codes(run: OpenRun, path: Path, positions: str, in_run: bool) -> LatentCodes:
+    """Codes from a file, checked to belong to `run`: the task always; the checkpoint with a warning inside the run
+    (the run's weights changed since), as an error in an output folder (it holds another run's codes)."""
+    codes = LatentCodes.load(path)
+    source = run.name or run.path
+    if codes.task != run.task.name:
+        raise ValueError(
+            f"{path} holds codes of task {codes.task!r}, but {source} is a {run.task.name!r} run; "
+            f"re-extract them with `latentcode extract {source} --positions {positions}`"
+        )
+    recorded = codes.meta.get("checkpoint")
+    if recorded and run.files.model.is_file() and recorded != run.weights_hash():
+        if not in_run:
+            raise ValueError(f"{path} holds codes of checkpoint {recorded}, not of {source} ({run.weights_hash()}); "
+                             "choose another --out for this run")
+        logger.warning("%s were extracted from checkpoint %s, but %s now holds another; re-run `latentcode "
+                       "extract %s` to refresh them", path, recorded, run.files.model, source)
+    return codes
+
+
+def load_codes(run_dir: OpenRun | str | os.PathLike, positions: str = "paper", inputs: str | None = None
+               ) -> LatentCodes:
     """Read a run's extracted codes at one reading, checking that they belong to this run.
 
     Args:
-        run_dir: the run directory.
+        run_dir: the run directory (or an `OpenRun`).
         positions: which extraction (a named position of the run's task: 'paper', 'all_features', ...).
         inputs: the input choice they were read at (None: the task's default, the paper's reading).
 
@@ -181,48 +182,92 @@ def load_codes(run_dir: str | os.PathLike, positions: str = "paper", inputs: str
             them).
         ValueError: codes of another task or at another reading than asked, or a corrupt or NaN-holding file.
     """
-    config = run_config(run_dir)
-    inputs = check_reading(config, positions, inputs)
-    path, mismatch = find_codes(run_dir, positions, inputs)
+    run = open_run(run_dir)
+    inputs = check_reading(run.config, positions, inputs)
+    path, mismatch = find_codes(run, positions, inputs)
     if mismatch:
         raise ValueError(mismatch)
     if not path.is_file():
-        extra = "" if inputs == code_reading(config.task).default_inputs else f" --inputs {inputs}"
+        extra = "" if inputs == code_reading(run.task).default_inputs else f" --inputs {inputs}"
         raise FileNotFoundError(
             f"no latent codes at {path}; make them with `latentcode extract {run_dir} --positions {positions}{extra}`"
         )
-    codes = LatentCodes.load(path)
-    if codes.task != config.task.name:
-        raise ValueError(
-            f"{path} holds codes of task {codes.task!r}, but {run_dir} is a {config.task.name!r} run; "
-            f"re-extract them with `latentcode extract {run_dir} --positions {positions}`"
-        )
-    recorded = codes.meta.get("checkpoint")
-    model_file = Path(run_dir) / MODEL_FILE
-    if recorded and model_file.is_file() and file_hash(model_file) != recorded:
-        logger.warning("%s were extracted from checkpoint %s, but %s now holds another; re-run `latentcode "
-                       "extract %s` to refresh them", path, recorded, model_file, run_dir)
-    return codes
+    return _read_codes(run, path, positions, in_run=True)
+
+
+def codes_for(
+    run: OpenRun,
+    where: Path | None,
+    *,
+    positions: str = "paper",
+    inputs: str | None = None,
+    n_samples: int | None = None,
+    progress: bool | None = None,
+    save: bool = True,
+    seed: int = EXTRACT_DEFAULTS["seed"],
+) -> tuple[LatentCodes, Path | None]:
+    """A run's codes at one reading: held by `run` already, else read from `where/codes/` (when the file there
+    holds this reading and, if `n_samples` is given, that many instances per split), else extracted (with
+    `EXTRACT_DEFAULTS` and the task's `N_SAMPLES` unless `n_samples` says otherwise; said once at INFO level) and,
+    with `save`, written there. `where` None: nothing is read or written.
+
+    Returns:
+        (the codes, the path of their file under `where`, or None).
+    """
+    inputs = check_reading(run.config, positions, inputs)
+    held = run.cached_codes(positions, inputs, n_samples=n_samples, seed=seed)
+    path = None
+    if where is not None:
+        path, mismatch = find_codes(run, positions, inputs, where)
+        if mismatch:
+            raise ValueError(mismatch)
+        if held is None and path.is_file():
+            codes = _read_codes(run, path, positions, in_run=where.resolve() == run.path.resolve())
+            if n_samples is None or codes.meta.get("n_per_split") == n_samples:
+                run.keep_codes(codes)
+                return codes, path
+            logger.info("%s holds %s instances per split, not %d; extracting them again", path,
+                        codes.meta.get("n_per_split"), n_samples)
+    if held is not None:
+        if save and path is not None and not path.is_file():  # extracted earlier, in memory only: write them now
+            _save_codes(held, path, where)
+        return held, path
+    where_text = "" if save and where is not None else " (in memory only: this run is not written to)"
+    logger.info("%s has no codes at %s positions, %s inputs yet; extracting them first%s", run.name or run.path,
+                positions, inputs, where_text)
+    codes = run.codes(positions, inputs, n_samples=n_samples, seed=seed, progress=progress)
+    if save and where is not None:
+        path = _save_codes(codes, _codes_file(where, positions, inputs, code_reading(run.task).default_inputs), where)
+    return codes, path
+
+
+def _save_codes(codes: LatentCodes, path: Path, where: Path) -> Path:
+    path = codes.save(path)
+    record_outputs(where, [path, path.with_suffix(".json")])
+    return path
 
 
 def ensure_codes(
-    run_dir: str | os.PathLike,
+    run_dir: OpenRun | str | os.PathLike,
     *,
     positions: str = "paper",
     inputs: str | None = None,
     device: str = "cpu",
     progress: bool | None = None,
     save: bool = True,
+    n_samples: int | None = None,
 ) -> tuple[LatentCodes, Path]:
-    """A run's codes at one reading, extracted first (with `EXTRACT_DEFAULTS`, said once at INFO level) when the run
-    has none: what `decode`, `figures` and `report` share.
+    """A run's codes at one reading, extracted first (said once at INFO level) when the run has none: what
+    `decode`, `figures` and `report` share.
 
     Args:
-        run_dir: the run directory (written into when codes are extracted and `save`).
+        run_dir: the run directory, a shipped name, or an `OpenRun` (written into when codes are extracted and
+            `save`).
         positions, inputs: the reading (None inputs: the task's default).
-        device: where the model runs if codes must be extracted.
+        device: where the model runs if codes must be extracted (a path or name is opened on it).
         progress: progress bar (None: only on a terminal).
         save: save extracted codes to the run (False: keep them in memory, for runs that must not be written).
+        n_samples: instances per split (None: what the run's codes file holds, else the task's `N_SAMPLES`).
 
     Returns:
         (the codes, the path they are (or would be) saved at).
@@ -231,37 +276,10 @@ def ensure_codes(
         FileNotFoundError: no run there.
         ValueError: the file there holds another reading or another task's codes, or is corrupt.
     """
-    config = run_config(run_dir)
-    inputs = check_reading(config, positions, inputs)
-    path, mismatch = find_codes(run_dir, positions, inputs)
-    if mismatch:
-        raise ValueError(mismatch)
-    if path.is_file():
-        return load_codes(run_dir, positions, inputs), path
-    where = "" if save else " (in memory only: this run is not written to)"
-    logger.info("%s has no codes at %s positions, %s inputs yet; extracting them first%s", run_dir, positions,
-                inputs, where)
-    if save:
-        path, _ = extract_codes(run_dir, positions, inputs, device, progress)
-        return load_codes(run_dir, positions, inputs), path
-    run = load_run(run_dir, device=device)
-    codes = extract_latent_codes(run.model, run.task, EXTRACT_DEFAULTS["splits"], EXTRACT_DEFAULTS["n_samples"],
-                                 positions=positions, inputs=inputs, batch_size=EXTRACT_DEFAULTS["batch_size"],
-                                 seed=EXTRACT_DEFAULTS["seed"], checkpoint=run.checkpoint_hash, progress=progress)
-    return dataclasses.replace(codes, meta={**codes.meta, "run": str(run_dir), "step": run.step}), path
-
-
-def extract_codes(run_dir: Path | str | os.PathLike, positions: str, inputs: str, device: str,
-             progress: bool | None, **options: Any) -> tuple[Path, LatentCodes]:
-    """Extract and save codes into `run_dir` (arguments already checked); returns where, and the codes."""
-    settings = {**EXTRACT_DEFAULTS, **options}
-    run = load_run(run_dir, device=device)
-    codes = extract_latent_codes(
-        run.model, run.task, tuple(settings["splits"]), settings["n_samples"], positions=positions, inputs=inputs,
-        batch_size=settings["batch_size"], seed=settings["seed"], checkpoint=run.checkpoint_hash, progress=progress,
-    )
-    meta = {**codes.meta, "run": str(run_dir), "step": run.step}
-    codes = dataclasses.replace(codes, meta=meta)  # keeps every field, the raw `inputs` included
-    path = codes.save(codes_path(run_dir, positions, inputs))
-    record_outputs(run_dir, [path, path.with_suffix(".json")])
-    return path, codes
+    run = run_dir if isinstance(run_dir, OpenRun) else open_run(run_dir, device=device)
+    inputs = check_reading(run.config, positions, inputs)
+    codes, path = codes_for(run, run.path, positions=positions, inputs=inputs, n_samples=n_samples,
+                            progress=progress, save=save and not run.shipped)
+    if path is None:
+        path = _codes_file(run.path, positions, inputs, code_reading(run.task).default_inputs)
+    return codes, path

@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from latentcode.pipelines.analysis import collect_probe_warnings
-from latentcode.pipelines.run_codes import check_reading, check_writable, ensure_codes, find_codes, run_config
-from latentcode.rundir.checkpoint import load_run, read_metrics
-from latentcode.rundir.pretrained import is_shipped, require_writable_run
+from latentcode.pipelines.opened_run import OpenRun, check_reading, open_run
+from latentcode.pipelines.run_codes import check_out_dir, check_writable, codes_for, find_codes
 from latentcode.training.diagnostics import LIVE_KEY, format_live_fraction, run_value_live_fraction
 from probes._compat import renamed_kwargs
 from probes.report import Report, RunInput, build_report
@@ -28,12 +27,12 @@ LIVE_SUMMARY = "value network live"
 """Summary key of the value-network live fraction (`latentcode.training.diagnostics`) in reports."""
 
 
-def run_summary(run_dir: str | os.PathLike) -> dict[str, Any]:
+def run_summary(run_dir: OpenRun | str | os.PathLike) -> dict[str, Any]:
     """Final metrics of a run from its metrics.jsonl: `step`, and `test_<metric>`/`ood_<metric>` (acc or r2)."""
-    config = run_config(run_dir)
-    metric = config.task.metric_name
-    summary: dict[str, Any] = {"steps": config.train.steps}
-    for record in read_metrics(run_dir):
+    run = open_run(run_dir)
+    metric = run.task.metric_name
+    summary: dict[str, Any] = {"steps": run.config.train.steps}
+    for record in run.metrics:
         split = record.get("split")
         if split in ("test", "ood") and metric in record:
             summary[f"{split}_{metric}"] = record[metric]
@@ -43,22 +42,24 @@ def run_summary(run_dir: str | os.PathLike) -> dict[str, Any]:
     return summary
 
 
-def run_names(run_dirs: Sequence[Path]) -> list[str]:
-    names = [p.name for p in run_dirs]
+def run_names(run_dirs: Sequence[Path | OpenRun]) -> list[str]:
+    """How the report names each run: its folder's name (a shipped checkpoint's label), else its path."""
+    names = [p.label if isinstance(p, OpenRun) else p.name for p in run_dirs]
     if len(set(names)) == len(names):
         return names
-    return [p.as_posix() for p in run_dirs]
+    return [(p.path if isinstance(p, OpenRun) else p).as_posix() for p in run_dirs]
 
 
 @renamed_kwargs(out="out_dir")
 def report_runs(
-    run_dirs: Sequence[str | os.PathLike],
+    run_dirs: Sequence[OpenRun | str | os.PathLike],
     out_dir: str | os.PathLike | None = None,
     *,
     positions: str = "paper",
     inputs: str | None = None,
     title: str | None = None,
     embed_method: str = "umap",
+    n_samples: int | None = None,
     device: str = "cpu",
     progress: bool | None = None,
 ) -> Path:
@@ -66,19 +67,21 @@ def report_runs(
 
     Every run is read at one reading (positions plus inputs, by default each task's own, the paper's); codes
     missing at that reading are extracted first, as `decode_run` does: saved into the run, or kept in memory for a
-    shipped checkpoint (never written into). The reading is in the default title and in each run's
+    shipped checkpoint (read in place, never copied nor written into). Each run's `summary.json` entry records the
+    instances per split its codes hold (`n_per_split`). The reading is in the default title and in each run's
     `summary.json` entry (`meta.reading`, `decoding.reading`). A run with a rule-emergence table
     (RUN/emergence/emergence.csv, which `latentcode emergence RUN` writes) gets a section on rule decoding over
     training. Repeated probe warnings (`collect_probe_warnings`) are
     logged as one line per kind.
 
     Args:
-        run_dirs: run directories.
+        run_dirs: `OpenRun`s (`open_run`), run directories or shipped checkpoints' names.
         out_dir: output folder (default: the run itself for one run; several runs need one).
         positions: which extraction to analyse.
         inputs: the input choice of the reading (None: each task's default).
         title: page title (default: the runs and the reading).
         embed_method: 'umap' or 'pca'.
+        n_samples: instances per split (None: the codes already there, else each task's default, `N_SAMPLES`).
         device: where the models run if codes must be extracted first.
         progress: progress bar (None: only on a terminal).
 
@@ -91,17 +94,18 @@ def report_runs(
             output folder, unknown positions or inputs, or codes of another task or reading.
     """
     report, notes = report_with_notes(run_dirs, out_dir, positions=positions, inputs=inputs, title=title,
-                                      embed_method=embed_method, device=device, progress=progress)
+                                      embed_method=embed_method, device=device, progress=progress,
+                                      n_samples=n_samples)
     for note in notes:
         logger.warning("report: %s", note)
     return report.path
 
 
-def _emergence_rows(run_dir: Path) -> list[Any]:
+def _emergence_rows(run: OpenRun) -> list[Any]:
     """The run's rule-emergence table (`latentcode emergence RUN` writes RUN/emergence/emergence.csv), or []."""
-    from latentcode.constants import EMERGENCE_DIR, EMERGENCE_FILE
+    from latentcode.constants import EMERGENCE_FILE
 
-    table = run_dir / EMERGENCE_DIR / EMERGENCE_FILE
+    table = run.files.emergence / EMERGENCE_FILE
     if not table.is_file():
         return []
     from latentcode.pipelines.emergence import read_emergence
@@ -110,7 +114,7 @@ def _emergence_rows(run_dir: Path) -> list[Any]:
 
 
 def report_with_notes(
-    run_dirs: Sequence[str | os.PathLike],
+    run_dirs: Sequence[OpenRun | str | os.PathLike],
     out_dir: str | os.PathLike | None,
     *,
     positions: str,
@@ -119,42 +123,47 @@ def report_with_notes(
     embed_method: str,
     device: str,
     progress: bool | None,
+    n_samples: int | None = None,
+    seed: int = 0,
+    names: Sequence[str] | None = None,
 ) -> tuple[Report, list[str]]:
     """`report_runs`, returning the whole `Report` (its `summary` is what summary.json holds) and the warnings it
-    collected, as summary lines, instead of logging them."""
-    paths = [Path(p) for p in run_dirs]
-    if not paths:
+    collected, as summary lines, instead of logging them. `names`: how the report names each run (default:
+    `run_names`)."""
+    if not run_dirs:
         raise ValueError("no runs given; pass one or more run directories")
-    if len({p.resolve() for p in paths}) != len(paths):
-        raise ValueError(f"a run is given twice: {[str(p) for p in paths]}")
-    if out_dir is None and len(paths) > 1:
+    runs = [r if isinstance(r, OpenRun) else open_run(r, device=device) for r in run_dirs]
+    if len({r.path.resolve() for r in runs}) != len(runs):
+        raise ValueError(f"a run is given twice: {[str(r.path) for r in runs]}")
+    if out_dir is None and len(runs) > 1:
         raise ValueError(
-            f"{len(paths)} runs given but no output folder; pass out_dir= (CLI: --out DIR), e.g. --out . for "
+            f"{len(runs)} runs given but no output folder; pass out_dir= (CLI: --out DIR), e.g. --out . for "
             "the current directory (latentcode writes only where it is told or into the one run it was given)"
         )
     if embed_method not in ("umap", "pca"):
         raise ValueError(f"embed_method={embed_method!r} is not one of umap, pca")
-    configs = [run_config(path) for path in paths]
-    readings = [check_reading(config, positions, inputs) for config in configs]
-    out = Path(out_dir) if out_dir is not None else paths[0]
-    require_writable_run(out, "write a report into")
+    if n_samples is not None and (isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples <= 0):
+        raise ValueError(f"n_samples={n_samples!r} (CLI: --n-samples) must be a positive integer")
+    readings = [check_reading(run.config, positions, inputs) for run in runs]
+    out = check_out_dir(runs[0], out_dir)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a folder; choose a folder")
     check_writable(out)
-    for path, reading in zip(paths, readings, strict=True):
-        _, mismatch = find_codes(path, positions, reading)
+    for run, reading in zip(runs, readings, strict=True):
+        _, mismatch = find_codes(run, positions, reading)
         if mismatch:
             raise ValueError(mismatch)
 
     run_inputs: list[RunInput] = []
-    for path, name, config, reading in zip(paths, run_names(paths), configs, readings, strict=True):
-        codes, _ = ensure_codes(path, positions=positions, inputs=reading, device=device, progress=progress,
-                                save=not is_shipped(path))
-        summary = run_summary(path)
-        if LIVE_SUMMARY not in summary and config.model.value_net == "mlp":  # a run trained before the diagnostic
-            summary[LIVE_SUMMARY] = format_live_fraction(run_value_live_fraction(load_run(path)))
-        run_inputs.append(RunInput(name=name, codes=codes, metrics=read_metrics(path), summary=summary,
-                                   variant=config.model.variant, emergence=_emergence_rows(path)))
+    for run, name, reading in zip(runs, names or run_names(runs), readings, strict=True):
+        codes, _ = codes_for(run, run.path, positions=positions, inputs=reading, n_samples=n_samples,
+                             progress=progress, save=not run.shipped, seed=seed)
+        summary = run_summary(run)
+        summary["n_per_split"] = codes.meta.get("n_per_split")
+        if LIVE_SUMMARY not in summary and run.config.model.value_net == "mlp":  # a run trained before the diagnostic
+            summary[LIVE_SUMMARY] = format_live_fraction(run_value_live_fraction(run))
+        run_inputs.append(RunInput(name=name, codes=codes, metrics=run.metrics, summary=summary,
+                                   variant=run.config.model.variant, emergence=_emergence_rows(run)))
     if title is None:
         shown = sorted({run.codes.reading or "reading not recorded" for run in run_inputs})
         title = f"latentcode report: {', '.join(run.name for run in run_inputs)} (codes read at {'; '.join(shown)})"

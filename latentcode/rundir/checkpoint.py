@@ -21,7 +21,7 @@ import torch
 
 from latentcode._version import __version__
 from latentcode.config import ModelConfig, TrainConfig
-from latentcode.constants import CONFIG_FILE, METRICS_FILE, RUN_KIND
+from latentcode.constants import CONFIG_FILE, RUN_KIND
 from latentcode.model.transformer import Transformer
 from latentcode.rundir.directory import (  # noqa: F401 (the file helpers moved to directory.py in 0.2; importable here as before)
     RUN_FILES,
@@ -39,6 +39,7 @@ from latentcode.rundir.directory import (  # noqa: F401 (the file helpers moved 
     remove_run_files,
     remove_stale_temp_files,
 )
+from latentcode.rundir.files import RunFiles
 from latentcode.rundir.weights import load_model_weights, save_model
 from latentcode.tasks.base import Task, task_from_dict
 from probes._compat import renamed_kwargs
@@ -124,7 +125,7 @@ class RunConfig:
         return diffs
 
     def save(self, run_dir: str | os.PathLike) -> None:
-        atomic_write_json(Path(run_dir) / CONFIG_FILE, self.to_dict())
+        atomic_write_json(RunFiles(run_dir).config, self.to_dict())
 
     @classmethod
     def load(cls, run_dir: str | os.PathLike) -> RunConfig:
@@ -134,7 +135,7 @@ class RunConfig:
             FileNotFoundError: no directory or no config.json.
             CheckpointError: the file is corrupt or foreign.
         """
-        path = Path(run_dir) / CONFIG_FILE
+        path = RunFiles(run_dir).config
         return cls.from_dict(_read_json(path), source=str(path))
 
 
@@ -147,7 +148,7 @@ def _short(value: Any) -> str:
 # ------------------------------------------------------------------------------------------------------- metrics
 def read_metrics(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
     """Every record of metrics.jsonl (a half-written last line from a killed process is skipped)."""
-    path = Path(run_dir) / METRICS_FILE
+    path = RunFiles(run_dir).metrics
     if not path.exists():
         return []
     records = []
@@ -167,13 +168,13 @@ def read_metrics(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
 
 def append_metrics(run_dir: str | os.PathLike, records: list[dict[str, Any]]) -> None:
     """Append records to metrics.jsonl, one JSON object per line."""
-    with open(Path(run_dir) / METRICS_FILE, "a") as f:
+    with open(RunFiles(run_dir).metrics, "a") as f:
         f.write("".join(json.dumps(r) + "\n" for r in records))
 
 
 def truncate_metrics(run_dir: str | os.PathLike, n_lines: int) -> None:
     """Keep the first `n_lines` lines of metrics.jsonl (those written before the checkpoint resumed from)."""
-    path = Path(run_dir) / METRICS_FILE
+    path = RunFiles(run_dir).metrics
     lines = path.read_text().splitlines(keepends=True) if path.exists() else []
     if len(lines) < n_lines:
         raise CheckpointError(f"{path} has {len(lines)} lines but the checkpoint recorded {n_lines}")
@@ -225,7 +226,7 @@ class Run:
         path.mkdir(parents=True, exist_ok=True)
         self.config.save(path)
         digest = save_model(self.model, path, step=self.step)
-        atomic_write_bytes(path / METRICS_FILE, "".join(json.dumps(r) + "\n" for r in self.metrics).encode())
+        atomic_write_bytes(RunFiles(path).metrics, "".join(json.dumps(r) + "\n" for r in self.metrics).encode())
         return dataclasses.replace(self, path=path, checkpoint_hash=digest)
 
     @classmethod

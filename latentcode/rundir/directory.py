@@ -36,6 +36,7 @@ from latentcode.constants import (
     TRAIN_STATE_FILE,
     TRAIN_STATE_META_FILE,
 )
+from latentcode.rundir.files import RunFiles
 
 RUN_FILES = (CONFIG_FILE, MODEL_FILE, TRAIN_STATE_FILE, TRAIN_STATE_META_FILE, METRICS_FILE, REPORT_FILE,
              SUMMARY_FILE)
@@ -90,7 +91,7 @@ def remove_stale_temp_files(run_dir: str | os.PathLike) -> None:
 
 
 def _manifest_path(run_dir: Path) -> Path:
-    return run_dir / MANIFEST_FILE
+    return RunFiles(run_dir).manifest
 
 
 def read_manifest(run_dir: str | os.PathLike) -> list[str]:

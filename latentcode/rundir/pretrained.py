@@ -15,16 +15,20 @@ import json
 import os
 import subprocess
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from latentcode.constants import CONFIG_FILE, SHIPPED_FILE
-from latentcode.rundir.checkpoint import Run, atomic_write_json, load_run
-from latentcode.rundir.directory import is_shipped, require_writable_run
+from latentcode.rundir.directory import TRAIN_HINT, atomic_write_json, is_shipped, require_writable_run
+
+if TYPE_CHECKING:
+    import torch
+
+    from latentcode.rundir.checkpoint import Run
 
 __all__ = [
     "CHECKPOINTS_ENV",
+    "analysis_out_dir",
+    "check_out_folder",
     "checkpoints_dir",
     "export_checkpoint",
     "is_shipped",
@@ -34,6 +38,7 @@ __all__ = [
     "pretrained_path",
     "pretrained_seeds",
     "require_writable_run",
+    "resolve_run",
     "shipped_info",
 ]
 
@@ -134,6 +139,116 @@ def pretrained_path(name: str, seed: int | None = None) -> Path:
     return checkpoints_dir() / seeds[seed]
 
 
+def resolve_run(target: str | os.PathLike, seed: int | None = None) -> tuple[Path, str | None]:
+    """Where a run is: a run directory's path, or a shipped checkpoint's name (with `seed`, that seed's folder).
+
+    A path that holds a `config.json` wins over a name. Nothing is loaded and torch is not imported, so the
+    command line checks its RUN argument at once.
+
+    Args:
+        target: a run directory, or a name from `list_pretrained()` (e.g. `sraven-hyla`).
+        seed: with a name, a seed from `pretrained_seeds(name)` (None: the checkpoint `name` itself).
+
+    Returns:
+        (the run directory, the shipped name it was opened by, or None for a path).
+
+    Raises:
+        FileNotFoundError: neither a run directory nor a shipped name; the message lists the closest shipped names
+            and folders and points to `latentcode pretrained`.
+        ValueError: `seed` with a path, or a seed that is not shipped (the message lists those that are).
+    """
+    if not isinstance(seed, int | None) or isinstance(seed, bool) or (seed is not None and seed < 0):
+        raise ValueError(f"seed={seed!r} must be a non-negative integer or None")
+    path = Path(target)
+    if (path / CONFIG_FILE).is_file():
+        if seed is not None:
+            if str(target) in _shipped_names():
+                return pretrained_path(str(target), seed), str(target)
+            raise ValueError(f"--seed {seed} (Python: seed=) picks a seed of a shipped checkpoint by name; {path} is a "
+                             "run directory, which holds one seed. Pass the name (see `latentcode pretrained`)")
+        return path, None
+    name = str(target)
+    if name in _shipped_names():
+        return pretrained_path(name, seed), name
+    raise FileNotFoundError(_not_a_run(path, name))
+
+
+def _shipped_names() -> list[str]:
+    try:
+        return list_pretrained()
+    except OSError:
+        return []
+
+
+def _not_a_run(path: Path, name: str) -> str:
+    """Why `name` names no run, with the closest shipped names and sibling run folders."""
+    if path.is_dir():
+        what = f"{path} is not a run directory (no {CONFIG_FILE})"
+    elif path.exists():
+        what = f"{path} is a file, not a run directory"
+    else:
+        what = f"no run directory or shipped checkpoint named {name!r}"
+    candidates = [*_shipped_names()]
+    parent = path.parent if str(path.parent) not in ("", ".") or path.parent.is_dir() else Path(".")
+    try:
+        siblings = [p for p in parent.iterdir() if (p / CONFIG_FILE).is_file()] if parent.is_dir() else []
+    except OSError:
+        siblings = []
+    candidates += [p.as_posix() for p in siblings[:200]]
+    close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(close)}?" if close else "."
+    return f"{what}{hint} `latentcode pretrained` lists the shipped checkpoints; or {TRAIN_HINT}"
+
+
+def analysis_out_dir(run_dir: str | os.PathLike) -> Path:
+    """The command line's default output folder for an analysis of a shipped checkpoint: `runs/analysis/<folder>`,
+    i.e. `runs/analysis/<name>` or `runs/analysis/<name>-s<seed>` (relative to the working directory).
+
+    >>> analysis_out_dir("checkpoints/fuzzy_logic-hyla-s1").as_posix()
+    'runs/analysis/fuzzy_logic-hyla-s1'
+    """
+    return Path("runs") / "analysis" / Path(run_dir).name
+
+
+def _inside_checkpoints(path: Path) -> Path | None:
+    """The shipped-checkpoints folder `path` lies in, or None."""
+    try:
+        root = checkpoints_dir().resolve()
+    except OSError:
+        return None
+    resolved = path.resolve()
+    return root if resolved == root or root in resolved.parents else None
+
+
+def check_out_folder(out_dir: str | os.PathLike, example: str) -> Path:
+    """An output folder, checked without writing anything: outside the shipped checkpoints, not a file, writable.
+    `example` is the folder the message suggests instead. Imports no torch.
+
+    Raises:
+        ValueError: `out_dir` lies inside the shipped checkpoints (or a shipped checkpoint), is a file, or cannot
+            be written.
+    """
+    out = Path(out_dir)
+    root = _inside_checkpoints(out)
+    if root is not None or is_shipped(out):
+        where = f"inside the shipped checkpoints folder {root}" if root is not None else "inside a shipped checkpoint"
+        raise ValueError(f"--out {out} is {where}, which latentcode never writes into; choose a folder outside it, "
+                         f"e.g. --out {example}")
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file, not a folder; choose a new or empty folder")
+    check_writable(out)
+    return out
+
+
+def check_writable(path: Path) -> None:
+    """Raise a ValueError unless `path`, or the nearest folder above it that exists, may be written to."""
+    existing = path
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not os.access(existing, os.W_OK):
+        raise ValueError(f"cannot write to {path}: {existing} is not writable; choose another output folder")
+
+
 def load_pretrained(name: str, device: str | torch.device = "cpu", *, seed: int | None = None) -> Run:
     """Load a shipped checkpoint by name, e.g. `load_pretrained("fuzzy_logic-hyla")` or
     `load_pretrained("fuzzy_logic-hyla", seed=1)`.
@@ -153,6 +268,8 @@ def load_pretrained(name: str, device: str | torch.device = "cpu", *, seed: int 
         ValueError: unknown name or seed (the available ones are listed).
         FileNotFoundError: no checkpoints folder (see `checkpoints_dir`).
     """
+    from latentcode.rundir.checkpoint import load_run
+
     if not isinstance(seed, int | None) or isinstance(seed, bool):
         raise ValueError(f"seed={seed!r} must be an integer (see pretrained_seeds({name!r})) or None")
     return load_run(pretrained_path(name, seed), device=device)
@@ -177,6 +294,8 @@ def export_checkpoint(run_dir: str | os.PathLike, dest: str | os.PathLike, *, co
     Raises:
         ValueError: the run is unfinished or has no evaluation, or `dest` already exists.
     """
+    from latentcode.rundir.checkpoint import load_run
+
     run = load_run(run_dir)
     dest = Path(dest)
     if not run.finished:

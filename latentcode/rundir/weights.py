@@ -18,8 +18,9 @@ from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 from torch import Tensor
 
-from latentcode.constants import CONFIG_FILE, MODEL_FILE, SNAPSHOTS_DIR
+from latentcode.constants import CONFIG_FILE, MODEL_FILE
 from latentcode.rundir.directory import CheckpointError, _require_file, atomic_write_bytes
+from latentcode.rundir.files import RunFiles
 
 
 def tensors_for_save(tensors: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -52,13 +53,13 @@ def save_model(model: torch.nn.Module, run_dir: str | os.PathLike, *, step: int)
         The checkpoint hash (sha256 of the file, first 16 hex characters).
     """
     data = save_safetensors(tensors_for_save(model.state_dict()), metadata={"step": str(step)})
-    atomic_write_bytes(Path(run_dir) / MODEL_FILE, data)
+    atomic_write_bytes(RunFiles(run_dir).model, data)
     return _sha16(data)
 
 
 def snapshot_dir(run_dir: str | os.PathLike, step: int) -> Path:
     """Where the snapshot of `step` lives: `RUN/snapshots/step-NNNNNN/`, itself a loadable run directory."""
-    return Path(run_dir) / SNAPSHOTS_DIR / f"step-{step:06d}"
+    return RunFiles(run_dir).snapshot(step)
 
 
 def save_snapshot(model: torch.nn.Module, run_dir: str | os.PathLike, *, step: int) -> Path:
@@ -66,14 +67,14 @@ def save_snapshot(model: torch.nn.Module, run_dir: str | os.PathLike, *, step: i
     which `Run.load` and every analysis read like any run."""
     folder = snapshot_dir(run_dir, step)
     folder.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(folder / CONFIG_FILE, (Path(run_dir) / CONFIG_FILE).read_bytes())
+    atomic_write_bytes(RunFiles(folder).config, RunFiles(run_dir).config.read_bytes())
     save_model(model, folder, step=step)
     return folder
 
 
 def list_snapshots(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
     """(step, folder) of every snapshot a run kept, by step."""
-    root = Path(run_dir) / SNAPSHOTS_DIR
+    root = RunFiles(run_dir).snapshots
     found = []
     for folder in root.glob("step-*") if root.is_dir() else ():
         if (folder / MODEL_FILE).is_file() and folder.name[5:].isdigit():
@@ -132,7 +133,7 @@ def load_model_weights(model: torch.nn.Module, run_dir: str | os.PathLike) -> tu
         FileNotFoundError: the file is missing.
         CheckpointError: the file is truncated/corrupt or does not match the model.
     """
-    path = Path(run_dir) / MODEL_FILE
+    path = RunFiles(run_dir).model
     tensors, metadata, digest = read_safetensors(path)
     _check_state_dict(path, tensors, model.state_dict())
     model.load_state_dict(tensors, strict=True)

@@ -3,7 +3,7 @@ snapshots), and resumable checkpoints.
 
 A single run (`train.py`) and every member of an ensemble (`ensemble.py`) write through a `RunRecorder`, so their
 metrics lines and checkpoints cannot drift apart. The recorder does not know the disk layout either: it saves
-through a `RunStore`, which `RunDirectory` implements for the run-directory format (`checkpoint.py`). A trainer
+through a `RunStore`, which `RunDirectory` implements for the run-directory format (its paths: `RunFiles`). A trainer
 that wants other storage passes its own store.
 """
 
@@ -21,6 +21,7 @@ from torch import nn
 
 from latentcode.config import TrainConfig
 from latentcode.rundir.checkpoint import append_metrics
+from latentcode.rundir.files import RunFiles
 from latentcode.rundir.weights import save_snapshot
 from latentcode.tasks.base import Batch, Task
 from latentcode.training.diagnostics import LIVE_KEY, format_live_fraction, value_live_fraction
@@ -57,6 +58,11 @@ class RunDirectory:
     """`RunStore` over a run directory (config.json, metrics.jsonl, model.safetensors, train_state.*, snapshots/)."""
 
     path: Path
+
+    @property
+    def files(self) -> RunFiles:
+        """Where each file of the run directory lives."""
+        return RunFiles(self.path)
 
     def append_metrics(self, records: list[dict[str, Any]]) -> None:
         append_metrics(self.path, records)

@@ -23,6 +23,7 @@ from torch import Tensor
 from latentcode._version import __version__
 from latentcode.constants import MODEL_FILE, TRAIN_STATE_FILE, TRAIN_STATE_META_FILE
 from latentcode.rundir.directory import CheckpointError, _read_json, atomic_write_bytes, atomic_write_json
+from latentcode.rundir.files import RunFiles
 from latentcode.rundir.weights import load_model_weights, read_safetensors, save_model, tensors_for_save
 
 TRAIN_STATE_KIND = "latentcode.train_state"
@@ -147,15 +148,15 @@ def save_checkpoint(
     tensors, opt_meta = _flatten_optimizer(optimizer, names)
     state.model_hash = save_model(model, run_dir, step=state.step)
     data = save_safetensors(tensors_for_save(tensors), metadata={"step": str(state.step)})
-    atomic_write_bytes(run_dir / TRAIN_STATE_FILE, data)
+    atomic_write_bytes(RunFiles(run_dir).train_state, data)
     meta = {"kind": TRAIN_STATE_KIND, "version": __version__, **dataclasses.asdict(state), "optimizer": opt_meta}
-    atomic_write_json(run_dir / TRAIN_STATE_META_FILE, meta, indent=None)
+    atomic_write_json(RunFiles(run_dir).train_state_meta, meta, indent=None)
     return state.model_hash
 
 
 def read_train_state(run_dir: str | os.PathLike) -> TrainState | None:
     """The scalars of the last checkpoint, or None when the run has none yet."""
-    path = Path(run_dir) / TRAIN_STATE_META_FILE
+    path = RunFiles(run_dir).train_state_meta
     if not path.exists():
         return None
     data = _read_json(path)
@@ -180,9 +181,9 @@ def load_checkpoint(
     state = read_train_state(run_dir)
     if state is None:
         raise FileNotFoundError(f"no checkpoint in {run_dir} (missing {TRAIN_STATE_META_FILE})")
-    meta = _read_json(run_dir / TRAIN_STATE_META_FILE)
+    meta = _read_json(RunFiles(run_dir).train_state_meta)
     step, digest = load_model_weights(model, run_dir)
-    path = run_dir / TRAIN_STATE_FILE
+    path = RunFiles(run_dir).train_state
     tensors, metadata, _ = read_safetensors(path)
     opt_step = int(metadata.get("step", -1))
     if not (step == opt_step == state.step) or digest != state.model_hash:
