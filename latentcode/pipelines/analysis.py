@@ -181,7 +181,8 @@ def figures_run(
         run_dir: the run directory.
         positions: which extraction to draw.
         inputs: the input choice of the reading (None: the task's default, the paper's).
-        formats: any of png, svg, pdf (matplotlib) and html (plotly, self-contained).
+        formats: any of png, svg, pdf (matplotlib) and html (plotly; the figures share one `plotly.min.js` in
+            `figures/`, so they work offline).
         embed_method: 'umap' or 'pca'.
         device: where the model runs if the codes must be extracted first.
         progress: progress bar (None: only on a terminal).
@@ -202,6 +203,7 @@ def figures_run(
     """
     from probes.embed import embed_codes
     from probes.figures import (
+        PLOTLY_JS,
         STATIC_FORMATS,
         code_heatmap_figure,
         decoding_figure,
@@ -248,6 +250,8 @@ def figures_run(
     for name, figure in figures.items():
         written += save_figure(figure, out / f"{name}{suffix}", formats=tuple(formats))
         record_outputs(run_dir, written)
+    if "html" in formats:  # the plotly.js every html figure of the folder loads (written once)
+        record_outputs(run_dir, [out / PLOTLY_JS])
     return written
 
 

@@ -6,6 +6,7 @@ import re
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
+from plotly.offline import get_plotlyjs
 
 from probes import (
     Controls,
@@ -120,7 +121,8 @@ def test_set_labels_get_a_categorical_palette_and_a_legend_per_panel(fuzzy):
     compositions = {tuple(row) for row in np.sort(fuzzy.labels["terms"], axis=1)}
     assert len(compositions) > 24  # more term pairs than the old limit that fell back to a colour scale
     assert terms.categorical and len(terms.categories) == len(compositions)
-    assert set(terms.categories) == {f"{a}+{b}" for a, b in compositions}
+    names = fuzzy.class_names()  # the term names every other figure and table uses, not their ids
+    assert set(terms.categories) == {f"{names[a]} + {names[b]}" for a, b in compositions}
     assert not target.categorical and split.categorical  # only a real-valued label is continuous
     assert split.categories == ["train", "test", "ood", "novel_terms"]  # split order, not alphabetical
     colors = terms.colors()
@@ -347,7 +349,16 @@ def test_save_figure_writes_static_and_html(tmp_path, sraven):
     assert written[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "<svg" in written[1].read_text()
     page = written[2].read_text()
-    assert "plotly.js v" in page and not re.search(r"<script[^>]+src=", page)  # standalone, works offline
+    # the page loads plotly.js from its own folder (offline), written there once; not 4.6 MB inside every page
+    sources = re.findall(r'<script[^>]+src="([^"]+)"', page)
+    assert sources == ["plotly.min.js"] and "plotly.js v" not in page
+    bundle = tmp_path / "figs" / "plotly.min.js"
+    assert bundle.read_text().startswith(get_plotlyjs()[:200])
+    second = save_figure(display, tmp_path / "figs" / "again", formats=("html",))[0]
+    assert sorted(p.name for p in (tmp_path / "figs").iterdir() if p.suffix == ".js") == ["plotly.min.js"]
+    assert second.stat().st_size < 100_000 < bundle.stat().st_size  # the bundle is shared, not copied
+    inline = save_figure(display, tmp_path / "alone" / "similarity", formats=("html",), include_plotlyjs=True)[0]
+    assert "plotly.js v" in inline.read_text() and not (tmp_path / "alone" / "plotly.min.js").exists()
 
 
 def test_save_figure_plain_figures_and_errors(tmp_path, sraven):
