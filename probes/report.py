@@ -166,10 +166,10 @@ def _constant_title(spreads: Mapping[str, Any]) -> str:
 
 
 def _constant_layers(spread: Any) -> str:
-    """`layers 0 (0.0e+00), all (0.0e+00)`: the constant layers of one run, with their spread / RMS."""
+    """`constant codes in layers 0 (0.0e+00), all (0.0e+00)`: one run's constant layers, with spread / RMS."""
     rows = [row for row in spread.layers if row.constant]
     noun = "layer" if len(rows) == 1 else "layers"
-    return f"{noun} " + ", ".join(f"{row.layer} ({row.relative:.1e})" for row in rows)
+    return f"constant codes in {noun} " + ", ".join(f"{row.layer} ({row.relative:.1e})" for row in rows)
 
 
 def _decoding_caption(with_terms: bool) -> str:

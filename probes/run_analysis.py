@@ -196,6 +196,15 @@ FLOOR_TITLES = {"chance": "chance (uniform)", "majority": "majority class", "alw
 """Row titles of the floors (`Headline.floors`)."""
 
 
+CONSTANT_CELL = "constant codes"
+"""A summary cell whose score would read constant codes (`probes.degenerate`): masked, not shown as a score."""
+
+
+def _layer_name(headline: Headline, layer: str) -> str:
+    """The probe name `_at` reads: the last single layer (`layer="last"`) or "all"."""
+    return "all" if layer == "all" else [n for n in headline.layers if n != "all"][-1]
+
+
 def _at(headline: Headline, layer: str, values: np.ndarray | None = None) -> float:
     """`values` (default: the codes' scores) of the last single layer (`layer="last"`) or of every layer ("all")."""
     names = headline.layers
@@ -219,11 +228,17 @@ def summary_rows(analyses: Mapping[str, RunAnalysis]) -> list[tuple[str, list[st
                 cells.append(format_cell(None))
         return name, cells
 
-    def headline_row(name: str, metric: str, split: str, value: Any) -> tuple[str, list[str]]:
+    def headline_row(name: str, metric: str, split: str, value: Any, layer: str | None = None) -> tuple[str, list[str]]:
+        """A row of one headline number per run; with `layer` ("last" or "all"), the score of that probe, which
+        reads "constant codes" (not a score of 0) where the run's codes there were constant."""
         cells = []
-        for found in headlines:
+        for analysis, found in zip(runs, headlines, strict=True):
             try:
-                cells.append(format_cell(value(found[metric][split]), SUMMARY_SPEC))
+                headline = found[metric][split]
+                if layer is not None and _layer_name(headline, layer) in analysis.constant_layers:
+                    cells.append(CONSTANT_CELL)
+                    continue
+                cells.append(format_cell(value(headline), SUMMARY_SPEC))
             except (KeyError, ValueError):  # no such metric, split or layer for this run
                 cells.append(format_cell(None))
         return name, cells
@@ -239,17 +254,19 @@ def summary_rows(analyses: Mapping[str, RunAnalysis]) -> list[tuple[str, list[st
             continue
         floors = dict.fromkeys(f for found in headlines for h in found.get(metric, {}).values() for f in h.floors)
         for split in ("test", "ood"):
-            rows.append(headline_row(f"{title}, {split}, last layer", metric, split, lambda h: _at(h, "last")))
-            rows.append(headline_row(f"{title}, {split}, all layers", metric, split, lambda h: _at(h, "all")))
+            rows.append(headline_row(f"{title}, {split}, last layer", metric, split, lambda h: _at(h, "last"), "last"))
+            rows.append(headline_row(f"{title}, {split}, all layers", metric, split, lambda h: _at(h, "all"), "all"))
             rows += [headline_row(f"{FLOOR_TITLES.get(f, f)} ({title}), {split}", metric, split,
                                   lambda h, f=f: h.floors.get(f)) for f in floors]
             rows.append(headline_row(f"input-only control ({title}), {split}", metric, split, lambda h: h.control))
             for layer, where in (("last", "last layer"), ("all", "all layers")):
                 rows.append(headline_row(f"{HEADLINE} ({title}), {split}, {where}", metric, split,
-                                         lambda h, layer=layer: _at(h, layer, h.over_best)))
+                                         lambda h, layer=layer: _at(h, layer, h.over_best), layer))
     rows.append(row("ridge R² of latent bits, ood, all layers", lambda a: a.decoding.bits.mean("ood")[-1]))
-    rows.append(row("k-means AMI, all layers", lambda a: a.clustering.scores("ami")[-1]))
+    rows.append(row("k-means AMI, all layers", lambda a: CONSTANT_CELL if "all" in a.constant_layers
+                    else a.clustering.scores("ami")[-1]))
     rows.append(row("input-only control (k-means AMI)", lambda a: a.input_only["ami"]))
-    rows.append(row("topographic ρ, all layers", lambda a: a.topographic.rho[-1]))
+    rows.append(row("topographic ρ, all layers", lambda a: CONSTANT_CELL if "all" in a.constant_layers
+                    else a.topographic.rho[-1]))
     rows.append(row("input-only control (topographic ρ)", lambda a: a.input_only["topographic_rho"]))
     return rows

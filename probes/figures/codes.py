@@ -97,9 +97,12 @@ def similarity_figure(similarity: RuleSimilarity, title: str | None = None) -> S
     title = title or f"Mean-code similarity per {similarity.label} ({kind})\n(layer {similarity.layer})"
     if constant:
         title += f"\n{CONSTANT_TEXT}: all classes of {similarity.label!r} share one mean code"
+    counts = getattr(similarity, "counts", None)
+    names = [f"{name} (no rows)" if counts is not None and counts[i] == 0 else name
+             for i, name in enumerate(similarity.class_names)]  # a blank row and column, labelled
     return SimilarityFigure(
         similarity=similarity.similarity,
-        class_names=list(similarity.class_names),
+        class_names=names,
         title=title,
         constant=constant,
     )

@@ -2,6 +2,7 @@
 
 import dataclasses
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -504,3 +505,28 @@ def test_term_f1_figure_on_one_axes_draws_the_heatmap_with_its_floors_in_the_tit
     fig = figure.plot(ax=ax)
     assert len(fig.axes) == 2  # the heatmap and its colour bar, no second panel
     assert "always present (0.250)" in ax.get_title() and "input-only control (0.100)" in ax.get_title()
+
+
+def test_term_f1_figure_masks_constant_layers_and_labels_terms_without_a_probe(fuzzy):
+    # layer 0 made constant: every row its first row's code there
+    array = fuzzy.codes.copy()
+    array[:, 0] = array[:1, 0]
+    codes = LatentCodes(array, fuzzy.labels, fuzzy.split, fuzzy.meta)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConstantCodesWarning)
+        terms = decode_rules(codes, layers="each+all").terms
+    assert terms.constant_layers == ["0"]
+    display = term_f1_figure(terms, split="ood")
+    raw = np.asarray(terms.f1["ood"])
+    assert np.isfinite(raw[0]).any()  # the probe of rounding noise did score something...
+    heat = display.plotly().data[0]
+    z = np.array(heat.z, dtype=float)
+    assert np.isnan(z[0]).all() and list(heat.y)[0] == "0 (constant codes)"  # ...which is masked, not drawn
+    np.testing.assert_allclose(z[1:], raw[1:])
+    assert display.plotly().data[1].y[0] is None  # the mean-F1 line skips it too
+    skipped = {terms.class_names[c]: why for c, why in terms.skipped.items()}
+    assert skipped  # the fixture has terms absent from train
+    labels = dict(zip(terms.class_names, heat.x, strict=True))
+    for term, why in skipped.items():
+        assert labels[term] == f"{term} ({why})"
+    assert all(labels[t] == t for t in terms.class_names if t not in skipped)
