@@ -355,7 +355,7 @@ class TermF1Figure:
         fig.update_layout(title=self.title.replace("\n", "<br>"), plot_bgcolor="#e0e0e0", height=560)
         # the categories given explicitly, so an all-masked heatmap (every layer constant) keeps its labels
         fig.update_xaxes(title_text="term (grey: no probe or no F1)", type="category", categoryorder="array",
-                         categoryarray=self.term_ticks(), row=1, col=1)
+                         categoryarray=self.term_ticks(), tickmode="array", tickvals=self.term_ticks(), row=1, col=1)
         fig.update_yaxes(title_text="layer", type="category", categoryorder="array",
                          categoryarray=self.layer_ticks(), row=1, col=1)
         if not np.isfinite(f1).any() and self.constant_layers:
