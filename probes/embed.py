@@ -280,5 +280,5 @@ def embed_codes(
         params.update(
             n_neighbors=min(n_neighbors, rows.size - 1), min_dist=min_dist, n_epochs=n_epochs, init=used
         )
-    logger.info("%s of %d rows, layer %s", method, rows.size, layer_name)
+    logger.debug("%s of %d rows, layer %s", method, rows.size, layer_name)  # callers say which run: one line each
     return Embedding(coords=coords, **common, params=params, reducer=reducer, scaler=scaler)

@@ -1,7 +1,8 @@
-"""The whole probe suite over one or more runs, written as one self-contained `report.html` plus `summary.json`.
+"""The whole probe suite over one or more runs, written as `report.html` plus `summary.json`.
 
 `build_report` analyses each run (`probes.run_analysis`: decoding, clustering, rule similarity, an embedding), draws
-the figures of `probes.figures` with plotly (plotly.js embedded once, so the page works offline) and returns a
+the figures of `probes.figures` with plotly (plotly.js once, in `plotly.min.js` beside the page or inside it, so the
+page works offline) and returns a
 `Report`. The summary puts the runs side by side: each run's reading, and every decoding score beside its floors,
 the input-only control and `codes − best` (`DecodingResult.headlines()`). Constant layers (`probes.degenerate`) are
 named in a warning box and the summary, and their figures say "constant codes". It reads only what it is given
@@ -27,6 +28,8 @@ from probes.decoding.headline import HEADLINE
 from probes.decoding.results import DecodingResult
 from probes.degenerate import CONSTANT_RTOL
 from probes.figures import (
+    CONSTANT_TEXT,
+    PLOTLY_JS,
     code_heatmap_figure,
     decoding_figure,
     embedding_figure,
@@ -36,8 +39,8 @@ from probes.figures import (
     training_curves_figure,
     variant_figure,
 )
-from probes.run_analysis import RunAnalysis, RunInput, analyse_run, summary_rows
-from probes.tables import NA, UNDEFINED
+from probes.run_analysis import ANALYSIS_STEPS, RunAnalysis, RunInput, analyse_run, summary_rows
+from probes.tables import NA, UNDEFINED, format_score
 
 __all__ = ["EMERGENCE_SECTION", "REPORT_FILE", "SECTIONS", "SUMMARY_FILE", "Report", "RunAnalysis", "RunInput", "analyse_run",
            "build_report"]
@@ -143,12 +146,61 @@ body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1400px; 
 table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }
 tbody th { text-align: left; font-weight: normal; }
-pre { background: #f6f6f6; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
+pre { background: #f6f6f6; padding: 0.8em; font-size: 0.85em; white-space: pre-wrap; overflow-wrap: anywhere; }
 .note { color: #666; font-style: italic; }
+.caveat { border-left: 4px solid #5b8def; padding: 0.2em 0.8em; }
 .warning { background: #fff4d6; border-left: 4px solid #e0a800; padding: 0.5em 1em; margin: 1em 0; }
 .warning ul { margin: 0.3em 0 0 0; padding-left: 1.2em; }
 nav a { margin-right: 1em; }
 """
+
+
+def _constant_title(spreads: Mapping[str, Any]) -> str:
+    """The constant-codes explanation, said once for every run (`CodeSpread.message` says it per run)."""
+    first = next(iter(spreads.values()))
+    return (f"Constant codes: across the instances probed ({first.n_samples} for {next(iter(spreads))}), these "
+            f"layers' codes vary by at most {first.rtol:g} of their size (spread / RMS in brackets), the level of "
+            "rounding noise. Their figures and scores show no structure: embeddings (UMAP, PCA) and k-means skip "
+            "them, and a standardized probe of them reads noise. A dead layer, or inputs that fix what the layer "
+            "sees, gives such codes.")
+
+
+def _constant_layers(spread: Any) -> str:
+    """`constant codes in layers 0 (0.0e+00), all (0.0e+00)`: one run's constant layers, with spread / RMS."""
+    rows = [row for row in spread.layers if row.constant]
+    noun = "layer" if len(rows) == 1 else "layers"
+    return f"constant codes in {noun} " + ", ".join(f"{row.layer} ({row.relative:.1e})" for row in rows)
+
+
+def _decoding_caption(with_terms: bool) -> str:
+    """The caption of the decoding section; the always-present floor only where a run has per-term probes."""
+    floors = "chance = uniform guess; majority = rate of the train-majority class"
+    if with_terms:
+        floors += "; always-present = the F1 of answering 'present' for every term (per-term probes)"
+    return (
+        "Linear probes (standardize + logistic regression) fit on train-split codes, scored on held-out splits, "
+        f"each beside the floors a decoder that ignores the codes reaches on the same rows: {floors}. Input-only "
+        f"= the same probe on the raw input tokens; {HEADLINE} = the score minus the best of those. Compare each "
+        f"split with its own floors: they differ between splits. Each table names the reading its codes were "
+        f"taken at. {NA} = not computed, {UNDEFINED} = undefined."
+    )
+
+
+def ood_caveat(result: DecodingResult) -> str:
+    """A plain sentence when held-out (OOD) decoding from the last layer beats test decoding while OOD rows also have a
+    larger majority class: part of the gap is the easier floor, not better codes. "" otherwise (or without both
+    splits, or without a single layer)."""
+    single = [i for i, name in enumerate(result.layer_names) if name != "all"]
+    if not {"test", "ood"} <= set(result.splits) or not single:
+        return ""
+    score = {split: float(result.accuracy(split)[single[-1]]) for split in ("test", "ood")}
+    majority = {split: float(result.baselines[split].majority) for split in ("test", "ood")}
+    if not (score["ood"] > score["test"] and majority["ood"] > majority["test"]):
+        return ""
+    return (f"OOD decoding beats test decoding ({format_score(score['ood'])} against {format_score(score['test'])} "
+            f"from layer {result.layer_names[single[-1]]}) partly because the majority class is larger on OOD rows "
+            f"({format_score(majority['ood'])} against {format_score(majority['test'])}): read each score against "
+            f"its own split's floors ({HEADLINE}), not against the other split.")
 
 
 def _no_codes(page: _Page, analysis: RunAnalysis, what: str) -> bool:
@@ -172,8 +224,9 @@ def build_report(
     random_state: int = 0,
     progress: bool | None = None,
     rtol: float = CONSTANT_RTOL,
+    include_plotlyjs: Literal["directory", True] = "directory",
 ) -> Report:
-    """Analyse every run and write `out_dir/report.html` (self-contained) and `out_dir/summary.json`.
+    """Analyse every run and write `out_dir/report.html` (and `plotly.min.js` beside it) and `out_dir/summary.json`.
 
     Args:
         runs: run name -> `RunInput`, or a list of `RunInput` (named by `RunInput.name`). Runs may mix tasks.
@@ -185,13 +238,19 @@ def build_report(
         progress: progress bar over runs (None: only on a terminal).
         rtol: codes varying by at most this fraction of their RMS are constant (`probes.degenerate`); they are
             named in a warning at the top of the page.
+        include_plotlyjs: "directory" (default): the page loads `plotly.min.js` from its own folder, written
+            there once (4.6 MB; kept if already there), so the page itself stays small; True: plotly.js inside
+            report.html, one self-contained file. Either works offline.
 
     Returns:
         The `Report`: `path` (report.html), `summary` (what summary.json holds), the analyses and the figure count.
 
     Raises:
-        ValueError: no runs, or two runs with the same name.
+        ValueError: no runs, two runs with the same name, or an unknown `include_plotlyjs`.
     """
+    if include_plotlyjs not in ("directory", True):
+        raise ValueError(f"include_plotlyjs={include_plotlyjs!r}; pass 'directory' (plotly.min.js beside "
+                         "report.html) or True (plotly.js inside it)")
     if not isinstance(runs, Mapping):
         names = [r.name for r in runs]
         if len(set(names)) != len(names):
@@ -201,17 +260,22 @@ def build_report(
         raise ValueError("runs is empty; pass at least one RunInput")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    analyses = {
-        name: analyse_run(
-            run,
-            embed_method=embed_method,
-            max_points=max_points,
-            random_state=random_state,
-            progress=False,
-            rtol=rtol,
-        )
-        for name, run in tqdm(runs.items(), desc="report", disable=None if progress is None else not progress)
-    }
+    steps = ANALYSIS_STEPS
+    bar = tqdm(total=len(runs) * len(steps), desc="report", unit="step",
+               disable=None if progress is None else not progress)
+    analyses = {}
+    with bar:
+        for index, (name, run) in enumerate(runs.items(), start=1):
+            if bar.disable:  # no bar: one line per run
+                logger.info("report: [%d/%d] analysing %s (%s)", index, len(runs), name,
+                            ", ".join(s if s != "embedding" else embed_method for s in steps))
+
+            def step(what: str, name: str = name) -> None:
+                bar.set_postfix_str(f"{name}: {what}", refresh=False)
+                bar.update(1)
+
+            analyses[name] = analyse_run(run, embed_method=embed_method, max_points=max_points,
+                                         random_state=random_state, progress=False, rtol=rtol, on_step=step)
     page = _Page()
     shown = {s: s if s != "UMAP" else embed_method.upper() for s in SECTIONS}  # the title each section shows
     sections = list(shown.values())
@@ -226,10 +290,7 @@ def build_report(
     )
     flat = {name: a.spread for name, a in analyses.items() if a.constant_layers}
     if flat:
-        page.warning(
-            "Constant codes: the figures and scores of these layers show no structure, only rounding noise.",
-            [f"{name}: {spread.message()}" for name, spread in flat.items()],
-        )
+        page.warning(_constant_title(flat), [f"{name}: {_constant_layers(spread)}" for name, spread in flat.items()])
 
     page.heading(shown["Summary"])
     page.table(["", *runs], summary_rows(analyses))
@@ -271,14 +332,8 @@ def build_report(
             page.pre(figure.table())
 
     page.heading(shown["Decoding per layer"])
-    page.note(
-        "Linear probes (standardize + logistic regression) fit on train-split codes, scored on held-out "
-        "splits, each beside the floors a decoder that ignores the codes reaches on the same rows: chance = "
-        "uniform guess; majority = rate of the train-majority class; always-present = the F1 of answering "
-        "'present' for every term (fuzzy-logic term F1). Input-only = the same probe on the raw input tokens; "
-        f"{HEADLINE} = the score minus the best of those. Each table names the reading its codes were taken "
-        f"at. {NA} = not computed, {UNDEFINED} = undefined."
-    )
+    with_terms = any(a.decoding is not None and a.decoding.terms is not None for a in analyses.values())
+    page.note(_decoding_caption(with_terms))
     groups: dict[tuple, dict[str, DecodingResult]] = {}
     for name, a in analyses.items():
         if not _no_codes(page, a, "decoding"):
@@ -290,25 +345,37 @@ def build_report(
         page.figure(decoding_figure(results, constant_layers={n: r.constant_layers for n, r in results.items()}))
         for name, result in results.items():
             page.add(f"<h4>{html.escape(name)}</h4>")
+            caveat = ood_caveat(result)
+            if caveat:
+                page.add(f'<p class="caveat">{html.escape(caveat)}</p>')
             page.pre(result.table())
             if result.terms is not None and result.terms.f1:
                 split = "ood" if "ood" in result.terms.f1 else next(iter(result.terms.f1))
                 page.figure(term_f1_figure(result.terms, split=split))
 
     page.heading(shown["Clustering"])
+    page.note(
+        "k-means with one cluster per class, scored by adjusted mutual information with the label (AMI: 0 = "
+        "chance, 1 = the label itself); topographic ρ = Spearman correlation between code distances and label "
+        "distances. Beside each, its input-only control: the same metric on the raw input tokens instead of the "
+        "codes (as for decoding), so a code score near its control adds nothing the inputs do not already show."
+    )
     for name, a in analyses.items():
         if not _no_codes(page, a, "clustering"):
             page.add(f"<h4>{html.escape(name)}</h4>")
-            page.pre(a.clustering.table())
+            control = a.input_only
+            page.pre(a.clustering.table() + "\n" + f"input-only control (k-means on the raw inputs): AMI "
+                     f"{format_score(control.get('ami'))}")
             if a.topographic is not None:
                 topo = a.topographic
                 page.pre(
                     "topographic similarity (Spearman ρ between code distances and "
                     f"{topo.distance} distances of {topo.label!r}, {topo.n_pairs} pairs): "
                     + ", ".join(
-                        f"layer {n}: " + ("constant codes" if n in topo.constant_layers else f"{r:.3f}")
+                        f"layer {n}: " + (CONSTANT_TEXT if n in topo.constant_layers else format_score(r))
                         for n, r in zip(topo.layers, topo.rho, strict=True)
                     )
+                    + f"; input-only control: {format_score(control.get('topographic_rho'))}"
                 )
 
     page.heading(shown["Rule similarity"])
@@ -318,8 +385,8 @@ def build_report(
             page.figure(
                 similarity_figure(
                     a.similarity,
-                    title=f"{name}: similarity of mean codes per "
-                    f"{a.similarity.label} (layer {a.similarity.layer})",
+                    title=f"{name}: {'centred ' if a.similarity.centered else ''}cosine similarity of mean codes "
+                    f"per {a.similarity.label} (layer {a.similarity.layer})",
                 )
             )
 
@@ -340,10 +407,17 @@ def build_report(
 
     from plotly.offline import get_plotlyjs
 
+    if include_plotlyjs == "directory":
+        bundle = out_dir / PLOTLY_JS
+        if not bundle.is_file():  # as plotly's own write_html does: one bundle per folder, kept when there
+            _atomic_write(bundle, lambda f: f.write(get_plotlyjs().encode("utf-8")))
+        script = f'<script type="text/javascript" src="{PLOTLY_JS}"></script>'
+    else:
+        script = f'<script type="text/javascript">{get_plotlyjs()}</script>'
     document = (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{html.escape(title)}</title>\n<style>{_STYLE}</style>\n"
-        f'<script type="text/javascript">{get_plotlyjs()}</script>\n</head>\n<body>\n'
+        f"{script}\n</head>\n<body>\n"
         + "\n".join(page.parts)
         + "\n</body>\n</html>\n"
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -56,7 +56,10 @@ class RunAnalysis:
     """Everything computed for one run (None where the run has no codes).
 
     `spread` holds the constant-codes check of each layer group (`probes.degenerate.code_spread`), made before
-    any analysis; `errors` the analyses that could not run, with why.
+    any analysis; `errors` the analyses that could not run, with why; `input_only` the input-only control of
+    clustering and topographic similarity (`input_only_controls`): `"ami"` and `"topographic_rho"`, the same
+    metric on the raw input tokens instead of the codes, as decoding's input-only control (absent without
+    inputs).
     """
 
     run: RunInput
@@ -67,6 +70,7 @@ class RunAnalysis:
     embedding: Embedding | None = None
     errors: dict[str, str] = field(default_factory=dict)
     spread: CodeSpread | None = None
+    input_only: dict[str, float] = field(default_factory=dict)
 
     @property
     def constant_layers(self) -> list[str]:
@@ -94,6 +98,7 @@ class RunAnalysis:
                 "params": self.embedding.params,
                 "constant": self.embedding.constant,
             }
+        out["input_only"] = self.input_only
         out["constant_layers"] = self.constant_layers
         out["code_spread"] = self.spread.to_dict() if self.spread is not None else None
         out["errors"] = self.errors
@@ -108,13 +113,15 @@ def analyse_run(
     random_state: int = 0,
     progress: bool | None = None,
     rtol: float = CONSTANT_RTOL,
+    on_step: Callable[[str], None] | None = None,
 ) -> RunAnalysis:
     """Run decoding, clustering, rule similarity, topographic similarity and an embedding on one run's codes.
 
     First each layer's codes are checked: constant layers (spread / RMS <= `rtol`, `probes.degenerate`) get
     one `ConstantCodesWarning` naming the run, are recorded in `spread`, and are skipped by k-means and the
     embedding. An analysis that cannot run on these codes (e.g. a single class in the train split) is
-    recorded in `errors` and left out, so one odd run does not sink the whole report.
+    recorded in `errors` and left out, so one odd run does not sink the whole report. `on_step(name)` is called
+    before each analysis (a progress bar's hook).
     """
     codes = run.codes
     if codes is None:
@@ -135,6 +142,8 @@ def analyse_run(
         ),
     }
     for name, step in steps.items():
+        if on_step is not None:
+            on_step(name)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConstantCodesWarning)  # said once above, for the whole run
@@ -142,13 +151,58 @@ def analyse_run(
         except ValueError as err:
             logger.warning("run %s: %s skipped: %s", run.name, name, err)
             errors[name] = str(err)
-    return RunAnalysis(run, errors=errors, spread=spread, **results)
+    if on_step is not None:
+        on_step("input-only controls")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConstantCodesWarning)
+            control = input_only_controls(codes, random_state=random_state, rtol=rtol)
+    except ValueError as err:  # no raw inputs, or inputs the metric cannot use
+        logger.info("run %s: no input-only control for clustering: %s", run.name, err)
+        control = {}
+    return RunAnalysis(run, errors=errors, spread=spread, input_only=control, **results)
 
+
+def input_only_controls(codes: LatentCodes, *, random_state: int = 0, rtol: float = CONSTANT_RTOL) -> dict[str, float]:
+    """The input-only control of clustering and topographic similarity: k-means AMI and topographic ρ computed on
+    the raw input tokens the decoding control reads (`probes.decoding.controls.input_features`) instead of the
+    codes, one layer group of every input feature. A code score near or below its control says the codes add
+    nothing to what the inputs already show.
+
+    Returns:
+        {"ami": ..., "topographic_rho": ...} (NaN where the inputs are constant).
+
+    Raises:
+        ValueError: the codes carry no raw inputs.
+    """
+    from probes.decoding.controls import input_features
+
+    features = input_features(codes).astype(np.float32)
+    raw = LatentCodes(features[:, None, :, None, None], codes.labels, codes.split,
+                      {**codes.meta, "layers": [0]})
+    clustering = cluster_codes(raw, layers="all", random_state=random_state, rtol=rtol)
+    topographic = topographic_similarity(raw, layers="all", random_state=random_state, rtol=rtol)
+    return {"ami": float(clustering.scores("ami")[-1]), "topographic_rho": float(topographic.rho[-1])}
+
+
+ANALYSIS_STEPS = ("decoding", "clustering", "similarity", "topographic", "embedding", "input-only controls")
+"""The analyses `analyse_run` runs, in order: the names it passes to `on_step`."""
 
 HEADLINE_ROWS = {"accuracy": "decoding accuracy", "term_f1": "term F1"}
 """The `DecodingResult.headlines()` metrics the summary shows, with their row titles."""
+SUMMARY_SPEC = ".3f"
+"""Every real number of the summary table: three decimals (0.008, not 0.008333; 0.202, not 0.2021)."""
 FLOOR_TITLES = {"chance": "chance (uniform)", "majority": "majority class", "always_present": "always present"}
 """Row titles of the floors (`Headline.floors`)."""
+
+
+CONSTANT_CELL = "constant codes"
+"""A summary cell whose score would read constant codes (`probes.degenerate`): masked, not shown as a score."""
+
+
+def _layer_name(headline: Headline, layer: str) -> str:
+    """The probe name `_at` reads: the last single layer (`layer="last"`) or "all"."""
+    return "all" if layer == "all" else [n for n in headline.layers if n != "all"][-1]
 
 
 def _at(headline: Headline, layer: str, values: np.ndarray | None = None) -> float:
@@ -169,16 +223,22 @@ def summary_rows(analyses: Mapping[str, RunAnalysis]) -> list[tuple[str, list[st
         cells = []
         for analysis in runs:
             try:
-                cells.append(format_cell(value(analysis)))
+                cells.append(format_cell(value(analysis), SUMMARY_SPEC))
             except (AttributeError, KeyError, IndexError, ValueError):  # the run lacks this analysis or split
                 cells.append(format_cell(None))
         return name, cells
 
-    def headline_row(name: str, metric: str, split: str, value: Any) -> tuple[str, list[str]]:
+    def headline_row(name: str, metric: str, split: str, value: Any, layer: str | None = None) -> tuple[str, list[str]]:
+        """A row of one headline number per run; with `layer` ("last" or "all"), the score of that probe, which
+        reads "constant codes" (not a score of 0) where the run's codes there were constant."""
         cells = []
-        for found in headlines:
+        for analysis, found in zip(runs, headlines, strict=True):
             try:
-                cells.append(format_cell(value(found[metric][split])))
+                headline = found[metric][split]
+                if layer is not None and _layer_name(headline, layer) in analysis.constant_layers:
+                    cells.append(CONSTANT_CELL)
+                    continue
+                cells.append(format_cell(value(headline), SUMMARY_SPEC))
             except (KeyError, ValueError):  # no such metric, split or layer for this run
                 cells.append(format_cell(None))
         return name, cells
@@ -194,15 +254,19 @@ def summary_rows(analyses: Mapping[str, RunAnalysis]) -> list[tuple[str, list[st
             continue
         floors = dict.fromkeys(f for found in headlines for h in found.get(metric, {}).values() for f in h.floors)
         for split in ("test", "ood"):
-            rows.append(headline_row(f"{title}, {split}, last layer", metric, split, lambda h: _at(h, "last")))
-            rows.append(headline_row(f"{title}, {split}, all layers", metric, split, lambda h: _at(h, "all")))
+            rows.append(headline_row(f"{title}, {split}, last layer", metric, split, lambda h: _at(h, "last"), "last"))
+            rows.append(headline_row(f"{title}, {split}, all layers", metric, split, lambda h: _at(h, "all"), "all"))
             rows += [headline_row(f"{FLOOR_TITLES.get(f, f)} ({title}), {split}", metric, split,
                                   lambda h, f=f: h.floors.get(f)) for f in floors]
             rows.append(headline_row(f"input-only control ({title}), {split}", metric, split, lambda h: h.control))
             for layer, where in (("last", "last layer"), ("all", "all layers")):
                 rows.append(headline_row(f"{HEADLINE} ({title}), {split}, {where}", metric, split,
-                                         lambda h, layer=layer: _at(h, layer, h.over_best)))
+                                         lambda h, layer=layer: _at(h, layer, h.over_best), layer))
     rows.append(row("ridge R² of latent bits, ood, all layers", lambda a: a.decoding.bits.mean("ood")[-1]))
-    rows.append(row("k-means AMI, all layers", lambda a: a.clustering.scores("ami")[-1]))
-    rows.append(row("topographic ρ, all layers", lambda a: a.topographic.rho[-1]))
+    rows.append(row("k-means AMI, all layers", lambda a: CONSTANT_CELL if "all" in a.constant_layers
+                    else a.clustering.scores("ami")[-1]))
+    rows.append(row("input-only control (k-means AMI)", lambda a: a.input_only["ami"]))
+    rows.append(row("topographic ρ, all layers", lambda a: CONSTANT_CELL if "all" in a.constant_layers
+                    else a.topographic.rho[-1]))
+    rows.append(row("input-only control (topographic ρ)", lambda a: a.input_only["topographic_rho"]))
     return rows

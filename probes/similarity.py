@@ -121,7 +121,7 @@ def rule_similarity(
     layer: str | int = "all",
     *,
     split: str | list[str] | None = None,
-    center: bool = False,
+    center: bool = True,
     rtol: float = CONSTANT_RTOL,
 ) -> RuleSimilarity:
     """Cosine similarity between the mean codes of each class (rule) of `label`.
@@ -131,8 +131,9 @@ def rule_similarity(
         label: label to group by (default `codes.label`; for fuzzy-logic `terms`, rows containing each term).
         layer: "all" (default), "last", or a model layer number.
         split: restrict to these split(s) (default: every row).
-        center: subtract the mean code over all rows first (softmax codes are positive, so uncentered cosines
-            are all high; centering shows how each rule departs from the average code).
+        center: subtract the mean code over all rows first (default; the centred cosine). Softmax codes are
+            positive, so raw cosines (`center=False`, the default up to 0.2) are all high and a heatmap of them
+            is uniformly dark; centring shows how each rule departs from the average code.
         rtol: codes varying by at most this fraction of their RMS are constant (`probes.degenerate`).
 
     Returns:

@@ -221,7 +221,7 @@ def _add_figures_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="Draw the figures of one run into RUN/figures/: training curves, decoding accuracy per layer "
         "with chance and majority lines, rule-by-rule similarity of mean codes, mean code heatmaps and a "
         "2-D embedding of the last layer's codes. png/svg/pdf come from matplotlib, html from plotly "
-        "(self-contained). A run without codes at the reading gets them extracted first, as `latentcode decode` "
+        "(the html files share one plotly.min.js in figures/ and work offline). A run without codes at the reading gets them extracted first, as `latentcode decode` "
         "does.",
         example="latentcode figures sraven-linear --format png,html",
     )
@@ -258,8 +258,8 @@ def _add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
         subparsers,
         "report",
         help="run every probe on one or more runs and write report.html + summary.json",
-        description="Decode, cluster, compare rules, embed and plot the codes of each run and write one "
-        "self-contained report.html (works offline) and summary.json, with the runs side by side and every "
+        description="Decode, cluster, compare rules, embed and plot the codes of each run and write "
+        "report.html (with plotly.min.js beside it; works offline) and summary.json, with the runs side by side and every "
         "decoding score beside its floors and the input-only control. Runs without codes at the reading get them "
         "extracted first (a shipped checkpoint's are kept in memory, never written into it).",
         example="latentcode report fuzzy_logic-hyla --seed 1",
@@ -348,7 +348,7 @@ def _add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
 @_constant_codes_as_log_lines
 def _cmd_demo(args: argparse.Namespace) -> int:
     from latentcode.pipelines.demo import demo
-    from latentcode.pipelines.demo_table import SEED_LEGEND
+    from latentcode.pipelines.demo_table import SEED_LEGEND, table_legend
 
     if args.steps <= 0 or (args.n_samples is not None and args.n_samples <= 0):
         raise ValueError(f"--steps={args.steps} and --n-samples={args.n_samples} must be positive integers")
@@ -361,15 +361,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                   embed_method=args.embed, threads=args.threads, force=args.force, progress=args.progress,
                   inputs=args.inputs, seeds=args.seeds)
     _echo(result.table())
-    if any("term_f1_ood_last" in row for row in result.rows):
-        _echo("term F1: per-term logistic probes fit on train-split codes of the last layer, mean F1 on held-out "
-              "(OOD) compositions; always-present = the F1 of answering 'present' for every term on those rows; "
-              "input-only = the same probes on the raw context tokens; codes − best = term F1 minus the best of "
-              "the two")
-    else:
-        _echo("decode: a linear probe fit on train-split codes of the last layer, accuracy on held-out (OOD) "
-              "compositions; chance = uniform guessing, majority = the train-majority class's rate on those rows, "
-              "input-only = the same probe on the raw tokens; codes − best = accuracy minus the best of the three")
+    _echo(table_legend(result.rows))
     _echo(SEED_LEGEND)
     if result.notes:
         _echo("notes: " + "; ".join(result.notes))

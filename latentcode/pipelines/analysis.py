@@ -206,7 +206,8 @@ def figures_run(
         run_dir: an `OpenRun` (`open_run`), a run directory or a shipped checkpoint's name.
         positions: which extraction to draw.
         inputs: the input choice of the reading (None: the task's default, the paper's).
-        formats: any of png, svg, pdf (matplotlib) and html (plotly, self-contained).
+        formats: any of png, svg, pdf (matplotlib) and html (plotly; the figures share one `plotly.min.js` in
+            `figures/`, so they work offline).
         embed_method: 'umap' or 'pca'.
         n_samples: instances per split (None: the codes already there, else the task's default, `N_SAMPLES`).
         device: where the model runs if the codes must be extracted first.
@@ -229,6 +230,7 @@ def figures_run(
     """
     from probes.embed import embed_codes
     from probes.figures import (
+        PLOTLY_JS,
         STATIC_FORMATS,
         code_heatmap_figure,
         decoding_figure,
@@ -274,6 +276,8 @@ def figures_run(
     for name, figure in figures.items():
         written += save_figure(figure, out / f"{name}{suffix}", formats=tuple(formats))
         record_outputs(target, written)
+    if "html" in formats:  # the plotly.js every html figure of the folder loads (written once)
+        record_outputs(target, [out / PLOTLY_JS])
     return written
 
 

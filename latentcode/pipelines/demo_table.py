@@ -32,6 +32,7 @@ __all__ = [
     "SeedTable",
     "add_seed_section",
     "dead_layer_notes",
+    "table_legend",
     "row_scores",
     "run_live_fraction",
     "seed_row",
@@ -338,12 +339,27 @@ def dead_layer_notes(rows: Sequence[dict[str, Any]]) -> list[str]:
     return notes
 
 
+def table_legend(rows: Sequence[dict[str, Any]]) -> str:
+    """What the score columns of the demo's table mean: per-term F1 (fuzzy logic) or rule decoding (SRAVEN). The
+    console prints it under the table and the report shows it under the same table."""
+    if any("term_f1_ood_last" in row for row in rows):
+        return ("term F1: per-term logistic probes fit on train-split codes of the last layer, mean F1 on held-out "
+                "(OOD) compositions; always-present = the F1 of answering 'present' for every term on those rows; "
+                "input-only = the same probes on the raw context tokens; codes − best = term F1 minus the best of "
+                "the two")
+    return ("decode: a linear probe fit on train-split codes of the last layer, accuracy on held-out (OOD) "
+            "compositions; chance = uniform guessing, majority = the train-majority class's rate on those rows, "
+            "input-only = the same probe on the raw tokens; codes − best = accuracy minus the best of the three")
+
+
 def add_seed_section(report: Report, table: SeedTable) -> None:
-    """Put the per-seed table and its means at the top of report.html and under `seeds` in summary.json."""
+    """Put the per-seed table, its legend and its means at the top of report.html and under `seeds` in
+    summary.json."""
     from latentcode.rundir.directory import atomic_write_bytes, atomic_write_json
 
     page = report.path.read_text()
     section = (f'<h2 id="every-seed">Every seed</h2><pre>{html.escape(table.table())}</pre>'
+               f'<p class="note">{html.escape(table_legend(table.rows))}</p>'
                f'<p class="note">{html.escape(SEED_LEGEND)}</p>')
     anchor = page.find("</nav>")
     at = anchor + len("</nav>") if anchor >= 0 else page.find("</body>")

@@ -18,27 +18,37 @@ from latentcode.training.diagnostics import LIVE_KEY, format_live_fraction, run_
 from probes._compat import renamed_kwargs
 from probes.report import Report, RunInput, build_report
 
-__all__ = ["LIVE_SUMMARY", "report_runs", "run_summary"]
+__all__ = ["EVALUATED_STEP", "LIVE_SUMMARY", "report_runs", "run_summary"]
 
 logger = logging.getLogger(__name__)
 
 
 LIVE_SUMMARY = "value network live"
 """Summary key of the value-network live fraction (`latentcode.training.diagnostics`) in reports."""
+EVALUATED_STEP = "last evaluated step"
+"""Summary key of the step of the final test/OOD metrics, given only when it is not the run's last step."""
 
 
 def run_summary(run_dir: OpenRun | str | os.PathLike) -> dict[str, Any]:
-    """Final metrics of a run from its metrics.jsonl: `step`, and `test_<metric>`/`ood_<metric>` (acc or r2)."""
+    """Final metrics of a run from its metrics.jsonl: `steps` (trained), `test_<metric>`/`ood_<metric>` (acc or r2),
+    the step they were evaluated at when it is not the last (`EVALUATED_STEP`), and the value-network live fraction
+    (`LIVE_SUMMARY`, "n/a (no ReLU value network)" for a model without one)."""
     run = open_run(run_dir)
+    config = run.config
     metric = run.task.metric_name
-    summary: dict[str, Any] = {"steps": run.config.train.steps}
+    summary: dict[str, Any] = {"steps": config.train.steps}
+    evaluated = None
     for record in run.metrics:
         split = record.get("split")
         if split in ("test", "ood") and metric in record:
             summary[f"{split}_{metric}"] = record[metric]
-            summary["step"] = record.get("step")
+            evaluated = record.get("step")
         if split == "ood" and LIVE_KEY in record:
             summary[LIVE_SUMMARY] = format_live_fraction(record[LIVE_KEY])
+    if evaluated is not None and evaluated != config.train.steps:  # a run stopped early: say where it was scored
+        summary[EVALUATED_STEP] = evaluated
+    if LIVE_SUMMARY not in summary and config.model.value_net != "mlp":  # worded as for a run that records it
+        summary[LIVE_SUMMARY] = format_live_fraction(None)
     return summary
 
 

@@ -2,7 +2,7 @@
 
 Each `*_figure(...)` function returns a small frozen dataclass holding only the data to draw; its `plot(ax=None)`
 returns a matplotlib `Figure` and its `plotly()` a plotly `Figure`, both from the same data. `save_figure`
-writes png/svg/pdf (matplotlib) and standalone html (plotly). Nothing here computes analyses or calls
+writes png/svg/pdf (matplotlib) and html (plotly, loading one shared `plotly.min.js`). Nothing here computes analyses or calls
 `plt.show()`; plotly PNG export (kaleido + Chrome) is deliberately not used.
 
 The families live in submodules: `decoding` (accuracy per layer, per-term F1), `embedding` (2-D embeddings), `codes`
@@ -19,11 +19,12 @@ from probes.figures.embedding import EmbeddingFigure, EmbeddingPanel, embedding_
 from probes.figures.emergence import EmergenceFigure, emergence_figure
 from probes.figures.experiments import ExperimentFigure, experiment_figure
 from probes.figures.runs import TrainingCurvesFigure, VariantFigure, training_curves_figure, variant_figure
-from probes.figures.save import save_figure
+from probes.figures.save import PLOTLY_JS, save_figure
 
 __all__ = [
     "CONSTANT_TEXT",
     "INTERACTIVE_FORMATS",
+    "PLOTLY_JS",
     "STATIC_FORMATS",
     "CodeHeatmapFigure",
     "DecodingFigure",

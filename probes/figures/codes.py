@@ -93,12 +93,16 @@ class SimilarityFigure:
 def similarity_figure(similarity: RuleSimilarity, title: str | None = None) -> SimilarityFigure:
     """Rule × rule cosine similarity between mean codes (paper Fig. 5E); the title names constant codes."""
     constant = bool(getattr(similarity, "constant", False))
-    title = title or f"Mean-code similarity per {similarity.label}\n(layer {similarity.layer})"
+    kind = "centred cosine" if getattr(similarity, "centered", False) else "cosine"
+    title = title or f"Mean-code similarity per {similarity.label} ({kind})\n(layer {similarity.layer})"
     if constant:
         title += f"\n{CONSTANT_TEXT}: all classes of {similarity.label!r} share one mean code"
+    counts = getattr(similarity, "counts", None)
+    names = [f"{name} (no rows)" if counts is not None and counts[i] == 0 else name
+             for i, name in enumerate(similarity.class_names)]  # a blank row and column, labelled
     return SimilarityFigure(
         similarity=similarity.similarity,
-        class_names=list(similarity.class_names),
+        class_names=names,
         title=title,
         constant=constant,
     )
@@ -138,8 +142,8 @@ class CodeHeatmapFigure:
     def plot(self, ax: Sequence[Axes] | None = None) -> Figure:
         """A grid of heatmaps sharing one colour scale; returns the figure."""
         n = len(self.class_names)
-        if ax is None:
-            fig, axes = _axes_grid(n, min(4, n))
+        if ax is None:  # panels wide enough for a readable label per column (about 0.22 in each at 9 pt)
+            fig, axes = _axes_grid(n, min(4, n), size=max(3.2, 0.22 * len(self.columns) + 1.0))
         else:
             axes = _axes_row(ax, n)
             fig = axes[0].figure
@@ -148,8 +152,8 @@ class CodeHeatmapFigure:
         for ax_, name, count, mean in zip(axes, self.class_names, self.counts, self.means, strict=True):
             image = ax_.imshow(np.ma.masked_invalid(mean), vmin=low, vmax=high, cmap="magma", aspect="auto")
             ax_.set_title(f"{name} (n={count})", fontsize="medium")
-            ax_.set_xticks(range(len(self.columns)), self.columns, rotation=90, fontsize="x-small")
-            ax_.set_yticks(range(mean.shape[0]))
+            ax_.set_xticks(range(len(self.columns)), self.columns, rotation=90, fontsize=9)
+            ax_.set_yticks(range(mean.shape[0]), [str(h) for h in range(mean.shape[0])], fontsize=9)
             ax_.set_ylabel("head")
         fig.colorbar(image, ax=axes, label=self.value_label)
         fig.suptitle(self.title)

@@ -115,26 +115,28 @@ class DecodingFigure:
                     line={"color": colors[key]},
                 )
             )
-        for key, value in self.majority.items():
-            fig.add_trace(
-                go.Scatter(
-                    x=[self.layers[0], self.layers[-1]],
-                    y=[value, value],
-                    mode="lines",
-                    name=f"majority class · {self._label(*key)}",
-                    line={"color": colors.get(key, "black"), "dash": "dot", "width": 1},
+        # one legend group per kind of reference line, showing its first line under a title that says how the
+        # others are drawn (in their series' colour), so the legend stays short and is never cut off; each line is
+        # named on hover, and a click on the entry shows or hides the whole group
+        for kind, lines, dash in (("majority class", self.majority, "dot"),
+                                  ("input-only control", self.input_only, "dashdot")):
+            for index, (key, value) in enumerate(lines.items()):
+                group: dict = {}
+                if index == 0 and len(lines) > 1:
+                    style = "dotted" if dash == "dot" else "dash-dot"
+                    group["legendgrouptitle_text"] = f"{kind}: {style}, in each series' colour"
+                fig.add_trace(
+                    go.Scatter(
+                        x=[self.layers[0], self.layers[-1]],
+                        y=[value, value],
+                        mode="lines",
+                        name=f"{kind} · {self._label(*key)}",
+                        legendgroup=kind,
+                        showlegend=index == 0,
+                        line={"color": colors.get(key, "black"), "dash": dash, "width": 1},
+                        **group,
+                    )
                 )
-            )
-        for key, value in self.input_only.items():
-            fig.add_trace(
-                go.Scatter(
-                    x=[self.layers[0], self.layers[-1]],
-                    y=[value, value],
-                    mode="lines",
-                    name=f"input-only control · {self._label(*key)}",
-                    line={"color": colors.get(key, "black"), "dash": "dashdot", "width": 1},
-                )
-            )
         fig.add_trace(
             go.Scatter(
                 x=[self.layers[0], self.layers[-1]],
@@ -144,12 +146,14 @@ class DecodingFigure:
                 line={"color": "grey", "dash": "dash", "width": 1},
             )
         )
+        shown = sum(1 for trace in fig.data if trace.showlegend is not False) + 2  # + the group titles
         fig.update_layout(
             title=self.title.replace("\n", "<br>"),
             xaxis_title="layer",
             yaxis_title=self.metric.replace("_", "-"),
             yaxis_range=[0, 1.02],
             xaxis_type="category",
+            height=max(450, 180 + 21 * shown),  # tall enough for every legend entry, without a scroll bar
         )
         ticks = [self._tick(layer, "<br>") for layer in self.layers]
         if ticks != self.layers:
@@ -239,6 +243,9 @@ class TermF1Figure:
         mean_f1: [layer] mean F1 over the terms with a defined F1 (`TermDecodingResult.mean_f1`).
         always_present: the floor on this split: mean F1 of answering "present" for every term, or None.
         input_only: the input-only control on this split (the same per-term probes on the raw tokens), or None.
+        skipped: term -> why it has no probe (e.g. "absent from train"): its column is labelled so, not blank.
+        constant_layers: layers whose codes were constant (`probes.degenerate`): their rows are masked (a probe
+            of them reads rounding noise, not an F1 of 0) and labelled "constant codes".
     """
 
     f1: np.ndarray
@@ -249,6 +256,24 @@ class TermF1Figure:
     mean_f1: np.ndarray | None = None
     always_present: float | None = None
     input_only: float | None = None
+    skipped: dict[str, str] = field(default_factory=dict)
+    constant_layers: list[str] = field(default_factory=list)
+
+    def _masked(self) -> np.ndarray:
+        """`f1` with the rows of constant layers set to NaN."""
+        f1 = np.array(self.f1, dtype=np.float64)
+        for i, layer in enumerate(self.layers):
+            if layer in self.constant_layers:
+                f1[i] = np.nan
+        return f1
+
+    def term_ticks(self) -> list[str]:
+        """Column labels: the term, then why it has no probe where it has none ("x1&x2 (absent from train)")."""
+        return [f"{t} ({self.skipped[t]})" if t in self.skipped else t for t in self.terms]
+
+    def layer_ticks(self) -> list[str]:
+        """Row labels: the layer, "(constant codes)" after a constant one."""
+        return [f"{layer} ({CONSTANT_TEXT})" if layer in self.constant_layers else layer for layer in self.layers]
 
     def references(self) -> dict[str, float]:
         """The reference lines drawn, by legend name: always-present floor, input-only control (when known)."""
@@ -258,9 +283,11 @@ class TermF1Figure:
 
     def _mean(self) -> np.ndarray:
         if self.mean_f1 is not None:
-            return np.asarray(self.mean_f1, dtype=np.float64)
-        with np.errstate(all="ignore"):
-            return np.array([np.nanmean(row) if np.isfinite(row).any() else np.nan for row in self.f1])
+            mean = np.array(self.mean_f1, dtype=np.float64)
+        else:
+            with np.errstate(all="ignore"):
+                mean = np.array([np.nanmean(row) if np.isfinite(row).any() else np.nan for row in self.f1])
+        return np.where([layer in self.constant_layers for layer in self.layers], np.nan, mean)
 
     def plot(self, ax: Axes | Sequence[Axes] | None = None) -> Figure:
         """Draw the heatmap and the mean-F1 panel with its reference lines; returns the figure. One `Axes` gets
@@ -274,10 +301,13 @@ class TermF1Figure:
             heat, mean = ax, None
         else:
             heat, mean = _axes_row(ax, 2)
-        image = heat.imshow(np.ma.masked_invalid(self.f1), vmin=0, vmax=1, cmap="viridis", aspect="auto")
-        heat.set_xticks(range(len(self.terms)), self.terms, rotation=90, fontsize="small")
-        heat.set_yticks(range(len(self.layers)), self.layers)
-        heat.set_xlabel("term (blank: no probe or no F1, e.g. a term never seen in training)")
+        heat.set_facecolor("0.88")  # masked cells: no probe, no F1, or constant codes
+        image = heat.imshow(np.ma.masked_invalid(self._masked()), vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        heat.set_xticks(range(len(self.terms)), self.term_ticks(), rotation=90, fontsize="small")
+        heat.set_yticks(range(len(self.layers)), self.layer_ticks())
+        heat.set_xlabel("term (grey: no probe or no F1)")
+        if not np.isfinite(self._masked()).any() and self.constant_layers:
+            heat.text(0.5, 0.5, CONSTANT_TEXT, transform=heat.transAxes, ha="center", va="center", color="0.3")
         heat.set_ylabel("layer")
         heat.figure.colorbar(image, ax=heat, label=f"F1 on {self.split}")
         if mean is None:
@@ -301,25 +331,36 @@ class TermF1Figure:
         import plotly.graph_objects as go
         from plotly.subplots import make_subplots
 
-        fig = make_subplots(rows=1, cols=2, column_widths=[0.72, 0.28], horizontal_spacing=0.12)
-        z = np.where(np.isfinite(self.f1), self.f1, None).tolist()
+        # the colour bar sits in the gap between the panels, its title turned to run along it, clear of the
+        # mean-F1 panel's axis title
+        fig = make_subplots(rows=1, cols=2, column_widths=[0.68, 0.32], horizontal_spacing=0.2)
+        f1 = self._masked()
+        z = np.where(np.isfinite(f1), f1, None).tolist()
         fig.add_trace(
-            go.Heatmap(z=z, x=self.terms, y=self.layers, zmin=0, zmax=1, colorscale="Viridis", name="F1",
-                       colorbar={"title": f"F1 on {self.split}", "x": 0.66}),
+            go.Heatmap(z=z, x=self.term_ticks(), y=self.layer_ticks(), zmin=0, zmax=1, colorscale="Viridis",
+                       name="F1", colorbar={"title": {"text": f"F1 on {self.split}", "side": "right"},
+                                            "x": 0.555, "xanchor": "left", "thickness": 14}),
             row=1, col=1,
         )
         mean = self._mean()
-        fig.add_trace(go.Scatter(x=self.layers, y=np.where(np.isfinite(mean), mean, None).tolist(),
+        fig.add_trace(go.Scatter(x=self.layer_ticks(), y=np.where(np.isfinite(mean), mean, None).tolist(),
                                  mode="lines+markers", name="codes (mean F1)", line={"color": "black"}),
                       row=1, col=2)
         dashes = iter(["dash", "dashdot"])
         for name, value in self.references().items():
-            fig.add_trace(go.Scatter(x=[self.layers[0], self.layers[-1]], y=[value, value], mode="lines", name=name,
+            ticks = self.layer_ticks()
+            fig.add_trace(go.Scatter(x=[ticks[0], ticks[-1]], y=[value, value], mode="lines", name=name,
                                      line={"color": "grey", "dash": next(dashes), "width": 1}),
                           row=1, col=2)
-        fig.update_layout(title=self.title.replace("\n", "<br>"))
-        fig.update_xaxes(title_text="term", row=1, col=1)
-        fig.update_yaxes(title_text="layer", type="category", row=1, col=1)
+        fig.update_layout(title=self.title.replace("\n", "<br>"), plot_bgcolor="#e0e0e0", height=560)
+        # the categories given explicitly, so an all-masked heatmap (every layer constant) keeps its labels
+        fig.update_xaxes(title_text="term (grey: no probe or no F1)", type="category", categoryorder="array",
+                         categoryarray=self.term_ticks(), tickmode="array", tickvals=self.term_ticks(), row=1, col=1)
+        fig.update_yaxes(title_text="layer", type="category", categoryorder="array",
+                         categoryarray=self.layer_ticks(), row=1, col=1)
+        if not np.isfinite(f1).any() and self.constant_layers:
+            fig.add_annotation(text=f"<b>{CONSTANT_TEXT}</b>", xref="x domain", yref="y domain", x=0.5, y=0.5,
+                               showarrow=False, font={"size": 14, "color": "#555"})
         fig.update_xaxes(title_text="layer", type="category", row=1, col=2)
         fig.update_yaxes(title_text=f"mean F1 on {self.split}", range=[0, 1.02], row=1, col=2)
         return fig
@@ -342,4 +383,6 @@ def term_f1_figure(result: TermDecodingResult | DecodingResult, split: str = "oo
         mean_f1=terms.mean_f1(split),
         always_present=(terms.always_present_f1 or {}).get(split),
         input_only=(terms.input_only_f1 or {}).get(split),
+        skipped={terms.class_names[int(c)]: why for c, why in (terms.skipped or {}).items()},
+        constant_layers=[str(layer) for layer in (getattr(terms, "constant_layers", None) or [])],
     )

@@ -208,9 +208,13 @@ def _categorical(name: str, values: np.ndarray, categories: list[str]) -> Embedd
 
 def _panel(embedding: Embedding, name: str) -> EmbeddingPanel:
     values = np.asarray(embedding.labels[name])
-    if values.ndim == 2:  # a set label (fuzzy-logic terms): one category per composition, "3+11"
+    if values.ndim == 2:  # a set label (fuzzy-logic terms): one category per composition, "x1&x2 + ~x3&x4"
         sets, inverse = np.unique(np.sort(values, axis=1), axis=0, return_inverse=True)
-        names = ["+".join(str(v) for v in row) for row in sets]
+        terms = embedding.class_names if name == embedding.label else None
+        if terms and sets.size and sets.min() >= 0 and sets.max() < len(terms):
+            names = [" + ".join(terms[int(v)] for v in row) for row in sets]
+        else:  # no names recorded for this label: the ids
+            names = ["+".join(str(v) for v in row) for row in sets]
         return _categorical(name, np.asarray(names)[inverse.ravel()], names)
     if values.dtype.kind == "f" and not np.all(values == np.round(values)):
         return EmbeddingPanel(name, values.astype(np.float64))  # real-valued: the one continuous case

@@ -245,7 +245,10 @@ class TrainingCurvesFigure:
             fig.update_yaxes(title_text=f"{key} (log scale)" if self._logscale(key) else key, row=1, col=col)
             if self._logscale(key):
                 fig.update_yaxes(type="log", exponentformat="power", row=1, col=col)
-        fig.update_layout(title=self.title, legend={"groupclick": "toggleitem", "tracegroupgap": 8})
+        entries = sum(1 for trace in fig.data if trace.showlegend)
+        groups = len(titled)
+        fig.update_layout(title=self.title, legend={"groupclick": "toggleitem", "tracegroupgap": 8},
+                          height=max(450, 160 + 20 * entries + 30 * groups))  # every legend entry shows
         return fig
 
 

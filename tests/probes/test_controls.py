@@ -139,9 +139,9 @@ def test_the_report_summary_shows_the_controls_beside_decoding():
     without = RunAnalysis(RunInput("without", codes), decoding=decode_rules(codes, controls=False))
     rows = dict(summary_rows({"with": with_inputs, "without": without}))
     # n/a: no control was fitted for the run without inputs
-    assert rows["input-only control (decoding accuracy), ood"] == [f"{decoding.controls.input_only['ood']:.4g}", "n/a"]
+    assert rows["input-only control (decoding accuracy), ood"] == [f"{decoding.controls.input_only['ood']:.3f}", "n/a"]
     best = max(decoding.baselines["ood"].chance, decoding.baselines["ood"].majority, decoding.controls.input_only["ood"])
-    assert rows["codes − best (decoding accuracy), ood, all layers"][0] == f"{decoding.accuracy('ood')[-1] - best:.4g}"
+    assert rows["codes − best (decoding accuracy), ood, all layers"][0] == f"{decoding.accuracy('ood')[-1] - best:.3f}"
 
 
 def test_decode_terms_shows_the_input_only_f1_which_is_perfect_when_terms_are_read_off_the_tokens():

@@ -2,10 +2,12 @@
 
 import dataclasses
 import re
+import warnings
 
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
+from plotly.offline import get_plotlyjs
 
 from probes import (
     Controls,
@@ -120,7 +122,8 @@ def test_set_labels_get_a_categorical_palette_and_a_legend_per_panel(fuzzy):
     compositions = {tuple(row) for row in np.sort(fuzzy.labels["terms"], axis=1)}
     assert len(compositions) > 24  # more term pairs than the old limit that fell back to a colour scale
     assert terms.categorical and len(terms.categories) == len(compositions)
-    assert set(terms.categories) == {f"{a}+{b}" for a, b in compositions}
+    names = fuzzy.class_names()  # the term names every other figure and table uses, not their ids
+    assert set(terms.categories) == {f"{names[a]} + {names[b]}" for a, b in compositions}
     assert not target.categorical and split.categorical  # only a real-valued label is continuous
     assert split.categories == ["train", "test", "ood", "novel_terms"]  # split order, not alphabetical
     colors = terms.colors()
@@ -347,7 +350,16 @@ def test_save_figure_writes_static_and_html(tmp_path, sraven):
     assert written[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "<svg" in written[1].read_text()
     page = written[2].read_text()
-    assert "plotly.js v" in page and not re.search(r"<script[^>]+src=", page)  # standalone, works offline
+    # the page loads plotly.js from its own folder (offline), written there once; not 4.6 MB inside every page
+    sources = re.findall(r'<script[^>]+src="([^"]+)"', page)
+    assert sources == ["plotly.min.js"] and "plotly.js v" not in page
+    bundle = tmp_path / "figs" / "plotly.min.js"
+    assert bundle.read_text().startswith(get_plotlyjs()[:200])
+    second = save_figure(display, tmp_path / "figs" / "again", formats=("html",))[0]
+    assert sorted(p.name for p in (tmp_path / "figs").iterdir() if p.suffix == ".js") == ["plotly.min.js"]
+    assert second.stat().st_size < 100_000 < bundle.stat().st_size  # the bundle is shared, not copied
+    inline = save_figure(display, tmp_path / "alone" / "similarity", formats=("html",), include_plotlyjs=True)[0]
+    assert "plotly.js v" in inline.read_text() and not (tmp_path / "alone" / "plotly.min.js").exists()
 
 
 def test_save_figure_plain_figures_and_errors(tmp_path, sraven):
@@ -493,3 +505,28 @@ def test_term_f1_figure_on_one_axes_draws_the_heatmap_with_its_floors_in_the_tit
     fig = figure.plot(ax=ax)
     assert len(fig.axes) == 2  # the heatmap and its colour bar, no second panel
     assert "always present (0.250)" in ax.get_title() and "input-only control (0.100)" in ax.get_title()
+
+
+def test_term_f1_figure_masks_constant_layers_and_labels_terms_without_a_probe(fuzzy):
+    # layer 0 made constant: every row its first row's code there
+    array = fuzzy.codes.copy()
+    array[:, 0] = array[:1, 0]
+    codes = LatentCodes(array, fuzzy.labels, fuzzy.split, fuzzy.meta)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConstantCodesWarning)
+        terms = decode_rules(codes, layers="each+all").terms
+    assert terms.constant_layers == ["0"]
+    display = term_f1_figure(terms, split="ood")
+    raw = np.asarray(terms.f1["ood"])
+    assert np.isfinite(raw[0]).any()  # the probe of rounding noise did score something...
+    heat = display.plotly().data[0]
+    z = np.array(heat.z, dtype=float)
+    assert np.isnan(z[0]).all() and list(heat.y)[0] == "0 (constant codes)"  # ...which is masked, not drawn
+    np.testing.assert_allclose(z[1:], raw[1:])
+    assert display.plotly().data[1].y[0] is None  # the mean-F1 line skips it too
+    skipped = {terms.class_names[c]: why for c, why in terms.skipped.items()}
+    assert skipped  # the fixture has terms absent from train
+    labels = dict(zip(terms.class_names, heat.x, strict=True))
+    for term, why in skipped.items():
+        assert labels[term] == f"{term} ({why})"
+    assert all(labels[t] == t for t in terms.class_names if t not in skipped)

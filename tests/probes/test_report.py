@@ -90,7 +90,9 @@ def test_report_compares_sraven_variants(tmp_path, make_sraven):
     assert isinstance(report, Report) and report.path == tmp_path / "out" / "report.html"
     page, text = _parse(report.path)
     assert page.h2 == list(SECTIONS)
-    assert text.count(PLOTLY_HEADER) == 1  # plotly.js embedded once, every figure reuses it
+    # plotly.js once, beside the page (offline, and not 4.6 MB inside it): every figure reuses it
+    assert re.findall(r'<script[^>]+src="([^"]+)"', text) == ["plotly.min.js"] and PLOTLY_HEADER not in text
+    assert (tmp_path / "out" / "plotly.min.js").read_text().startswith(PLOTLY_HEADER)
     assert page.figures >= 8
     assert "latentcode extract" in text  # the run without codes says how to make them
     assert "attention score (not a probability)" in text and "attention probability" in text
@@ -113,7 +115,7 @@ def test_report_single_fuzzy_run_with_pca(tmp_path, make_fuzzy):
     path = build_report([run], tmp_path, embed_method="pca").path
     page, text = _parse(path)
     assert page.h2 == [s if s != "UMAP" else "PCA" for s in SECTIONS]
-    assert text.count(PLOTLY_HEADER) == 1
+    assert text.count(PLOTLY_HEADER) == 0 and (tmp_path / "plotly.min.js").is_file()
     assert "No training metrics given" in text and "ridge R²" in text
     decoding = _strict_json(tmp_path / "summary.json")["runs"]["hyla-fuzzy"]["decoding"]
     assert decoding["kind"] == "sets" and decoding["terms"]["skipped"] and decoding["bits"]["r2_cv"]
@@ -145,13 +147,13 @@ def test_report_summary_sets_every_score_beside_its_floors_and_names_the_reading
                 assert rows[f"always present ({title}), ood"][column] == "n/a"
                 continue
             ood = headline["ood"]  # layers 0, 1, 2 (SRAVEN) or 0, 1 (fuzzy), then all
-            assert rows[f"{title}, ood, last layer"][column] == f"{ood['codes'][-2]:.4g}"
-            assert rows[f"{title}, ood, all layers"][column] == f"{ood['codes'][-1]:.4g}"
+            assert rows[f"{title}, ood, last layer"][column] == f"{ood['codes'][-2]:.3f}"
+            assert rows[f"{title}, ood, all layers"][column] == f"{ood['codes'][-1]:.3f}"
             for floor, floor_title in floors.items():
-                assert rows[f"{floor_title} ({title}), ood"][column] == f"{ood['floors'][floor]:.4g}"
+                assert rows[f"{floor_title} ({title}), ood"][column] == f"{ood['floors'][floor]:.3f}"
             assert rows[f"input-only control ({title}), ood"][column] == "n/a"  # no raw inputs in these codes
-            assert rows[f"codes − best ({title}), ood, all layers"][column] == f"{ood['codes_minus_best'][-1]:.4g}"
-            assert rows[f"codes − best ({title}), ood, last layer"][column] == f"{ood['codes_minus_best'][-2]:.4g}"
+            assert rows[f"codes − best ({title}), ood, all layers"][column] == f"{ood['codes_minus_best'][-1]:.3f}"
+            assert rows[f"codes − best ({title}), ood, last layer"][column] == f"{ood['codes_minus_best'][-2]:.3f}"
     assert "always-present = the F1 of answering 'present' for every term" in html.unescape(text)
 
 
@@ -256,3 +258,43 @@ def test_a_run_with_an_emergence_table_gets_a_section_on_rule_codes_over_trainin
     # step 20,000: decoding per layer, input-only, majority, chance, the best layer's selectivity, the model
     assert lines[2].split() == ["20,000", "0.380", "0.750", "0.390", "0.390", "0.125", "+0.180", "(all", "layers)",
                                 "0.200"]
+
+
+def test_constant_codes_are_explained_once_and_their_scores_masked_in_the_summary(tmp_path, make_sraven):
+    live = make_sraven(n=300, seed=1)
+    runs = [RunInput("live", live, [], {}, "softmax")]
+    for name in ("flat-a", "flat-b", "flat-c"):
+        same = np.broadcast_to(live.codes[:1], live.codes.shape).copy()
+        runs.append(RunInput(name, LatentCodes(same, live.labels, live.split, live.meta), [], {}, "hyla"))
+    with pytest.warns(ConstantCodesWarning):
+        text = html.unescape(build_report(runs, tmp_path, embed_method="pca", max_points=200).path.read_text())
+    box = re.search(r'<div class="warning" role="alert">(.*?)</div>', text, flags=re.DOTALL).group(1)
+    assert text.count("A dead layer, or inputs that fix what the layer sees") == 1  # said once, not per run
+    assert [box.count(f"{name}: constant codes in layers 0 (") for name in ("flat-a", "flat-b", "flat-c")] == [1] * 3
+    rows = _summary_table(text)
+    for title in ("decoding accuracy, ood, last layer", "decoding accuracy, ood, all layers",
+                  "codes − best (decoding accuracy), test, last layer", "k-means AMI, all layers"):
+        assert rows[title][1:] == ["constant codes"] * 3, title  # not a score of 0 (or of rounding noise)
+        assert re.fullmatch(r"-?\d\.\d{3}", rows[title][0]), rows[title]  # three decimals
+    assert re.fullmatch(r"\d\.\d{3}", rows["chance (uniform) (decoding accuracy), ood"][0])
+
+
+def test_ood_caveat_names_the_larger_ood_majority_class(make_sraven):
+    from probes.decode import decode_rules
+    from probes.report import ood_caveat
+
+    codes = make_sraven(n=900, seed=5, noise=1.5)  # noisy enough that no split decodes perfectly
+    rule = codes.labels["rule"]
+    top = np.bincount(rule[codes.split == "train"]).argmax()  # the train-majority class
+    # OOD rows: every row of that class, a third of the others, so its rate (the majority floor) is higher on OOD
+    keep = (codes.split != "ood") | (rule == top) | (np.arange(len(rule)) % 3 == 0)
+    skewed = codes.select(mask=keep)
+    result = decode_rules(skewed, progress=False)
+    single = [i for i, name in enumerate(result.layer_names) if name != "all"][-1]
+    test, ood = float(result.accuracy("test")[single]), float(result.accuracy("ood")[single])
+    majority = {s: result.baselines[s].majority for s in ("test", "ood")}
+    assert majority["ood"] > majority["test"] and ood > test  # the case the caveat is for
+    caveat = ood_caveat(result)
+    assert f"({ood:.3f} against {test:.3f}" in caveat
+    assert f"({majority['ood']:.3f} against {majority['test']:.3f})" in caveat
+    assert ood_caveat(decode_rules(codes.select(split=["train", "test"]), progress=False)) == ""  # no OOD split

@@ -80,8 +80,24 @@ def test_constant_codes_give_no_topographic_score_and_no_centered_similarity(mak
     assert topo.constant_layers == ["2"] and np.isnan(topo.rho[2]) and np.isnan(topo.p_value[2])
     assert np.isfinite(topo.rho[[0, 1, 3]]).all()
     assert json.loads(json.dumps(topo.to_dict(), allow_nan=False))["constant_layers"] == ["2"]
-    plain = rule_similarity(flat, layer="last")
+    plain = rule_similarity(flat, layer="last", center=False)
     assert plain.constant and np.allclose(plain.similarity[np.isfinite(plain.similarity)], 1.0)
     centered = rule_similarity(flat, layer="last", center=True)
     assert centered.constant and np.isnan(centered.similarity).all()  # what centering leaves is noise
     assert not rule_similarity(flat, layer=1).constant
+
+
+def test_rule_similarity_is_centred_by_default(make_sraven):
+    # softmax-like codes: positive, with a large shared mean, so raw cosines are all close to 1
+    codes = make_sraven(structure="rule", planted_layers=(2,), noise=0.1)
+    shifted = LatentCodes(np.abs(codes.codes) + 5.0, codes.labels, codes.split, codes.meta)
+    default = rule_similarity(shifted, layer="last")
+    assert default.centered
+    flat = shifted.codes[:, 2].reshape(shifted.n_samples, -1).astype(np.float64)
+    rule = shifted.labels["rule"]
+    means = np.stack([flat[rule == c].mean(axis=0) for c in range(8)]) - flat.mean(axis=0)
+    unit = means / np.linalg.norm(means, axis=1, keepdims=True)
+    np.testing.assert_allclose(default.similarity, unit @ unit.T, atol=1e-6)
+    raw = rule_similarity(shifted, layer="last", center=False).similarity
+    assert raw[~np.eye(8, dtype=bool)].min() > 0.9  # raw: one dark block; centred: the rules' differences
+    assert default.similarity[~np.eye(8, dtype=bool)].min() < 0.5
