@@ -31,6 +31,7 @@ from probes.figures import (
     CONSTANT_TEXT,
     PLOTLY_JS,
     code_heatmap_figure,
+    confusion_figure,
     decoding_figure,
     embedding_figure,
     emergence_figure,
@@ -348,6 +349,8 @@ def build_report(
             caveat = ood_caveat(result)
             if caveat:
                 page.add(f'<p class="caveat">{html.escape(caveat)}</p>')
+            if result.kind == "multiclass":  # where the errors go: the ceiling of the score above
+                page.figure(confusion_figure(result))
             page.pre(result.table())
             if result.terms is not None and result.terms.f1:
                 split = "ood" if "ood" in result.terms.f1 else next(iter(result.terms.f1))

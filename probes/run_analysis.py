@@ -41,6 +41,8 @@ class RunInput:
         variant: model variant (softmax, linear, hyla, ...), used to group runs in the comparison.
         emergence: rows of the run's rule-emergence table (`latentcode emergence`: `EmergenceRow`s or mappings
             with its columns); when given, the report shows rule decoding over training.
+        merge: groups of label values that the task says share one code (e.g. SRAVEN's addition and
+            subtraction); the decoding then reports a merged score beside the plain one (`decode_rules(merge=)`).
     """
 
     name: str
@@ -49,6 +51,7 @@ class RunInput:
     summary: dict[str, Any] = field(default_factory=dict)
     variant: str | None = None
     emergence: list[Any] = field(default_factory=list)
+    merge: tuple[tuple[Any, ...], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -131,7 +134,8 @@ def analyse_run(
     results: dict[str, Any] = {}
     errors: dict[str, str] = {}
     steps = {
-        "decoding": lambda: decode_rules(codes, random_state=random_state, progress=progress, rtol=rtol),
+        "decoding": lambda: decode_rules(codes, random_state=random_state, progress=progress, rtol=rtol,
+                                          merge=run.merge),
         "clustering": lambda: cluster_codes(codes, random_state=random_state, rtol=rtol),
         "similarity": lambda: rule_similarity(codes, layer="last", rtol=rtol),
         "topographic": lambda: topographic_similarity(codes, random_state=random_state, rtol=rtol),

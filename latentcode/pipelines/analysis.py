@@ -233,6 +233,7 @@ def figures_run(
         PLOTLY_JS,
         STATIC_FORMATS,
         code_heatmap_figure,
+        confusion_figure,
         decoding_figure,
         embedding_figure,
         save_figure,
@@ -258,13 +259,16 @@ def figures_run(
     suffix = ("" if positions == "paper" else f"_{positions}") + ("" if inputs == default_inputs else f"_{inputs}")
     with collect_probe_warnings() as notes, warnings.catch_warnings():
         warnings.simplefilter("ignore", ConstantCodesWarning)  # said once above; each figure says it again
-        decoding = decode_rules(codes, progress=progress)
+        shared = getattr(run.task, "shared_codes", {}).get(codes.label)  # classes the task says share a code
+        decoding = decode_rules(codes, progress=progress, merge=shared)
         figures: dict[str, Any] = {
             "decoding": decoding_figure(decoding, constant_layers=decoding.constant_layers),
             "similarity": similarity_figure(rule_similarity(codes, layer="last")),
             "code_heatmap": code_heatmap_figure(codes),
             embed_method: embedding_figure(embed_codes(codes, embed_method, "last", max_points=2000)),
         }
+        if decoding.kind == "multiclass":
+            figures["confusion"] = confusion_figure(decoding)
         if decoding.terms is not None:
             split = "ood" if "ood" in decoding.terms.f1 else next(iter(decoding.terms.f1))
             figures["term_f1"] = term_f1_figure(decoding.terms, split=split)

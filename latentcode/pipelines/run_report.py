@@ -172,8 +172,9 @@ def report_with_notes(
         summary["n_per_split"] = codes.meta.get("n_per_split")
         if LIVE_SUMMARY not in summary and run.config.model.value_net == "mlp":  # a run trained before the diagnostic
             summary[LIVE_SUMMARY] = format_live_fraction(run_value_live_fraction(run))
+        merge = getattr(run.task, "shared_codes", {}).get(codes.label) if codes is not None else None
         run_inputs.append(RunInput(name=name, codes=codes, metrics=run.metrics, summary=summary,
-                                   variant=run.config.model.variant, emergence=_emergence_rows(run)))
+                                   variant=run.config.model.variant, emergence=_emergence_rows(run), merge=merge))
     if title is None:
         shown = sorted({run.codes.reading or "reading not recorded" for run in run_inputs})
         title = f"latentcode report: {', '.join(run.name for run in run_inputs)} (codes read at {'; '.join(shown)})"

@@ -14,6 +14,7 @@ experiments. Import from `probes.figures` (or
 
 from probes.figures._base import CONSTANT_TEXT, INTERACTIVE_FORMATS, STATIC_FORMATS, code_value_label
 from probes.figures.codes import CodeHeatmapFigure, SimilarityFigure, code_heatmap_figure, similarity_figure
+from probes.figures.confusion import ConfusionFigure, confusion_figure
 from probes.figures.decoding import DecodingFigure, TermF1Figure, decoding_figure, term_f1_figure
 from probes.figures.embedding import EmbeddingFigure, EmbeddingPanel, embedding_figure
 from probes.figures.emergence import EmergenceFigure, emergence_figure
@@ -38,6 +39,8 @@ __all__ = [
     "VariantFigure",
     "code_heatmap_figure",
     "code_value_label",
+    "ConfusionFigure",
+    "confusion_figure",
     "decoding_figure",
     "embedding_figure",
     "emergence_figure",
