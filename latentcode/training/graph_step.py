@@ -20,6 +20,7 @@ state and the step number, so a run trained this way resumes bitwise.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import TYPE_CHECKING
 
@@ -27,7 +28,6 @@ import torch
 from torch import Tensor
 
 from latentcode.tasks.base import Batch
-from latentcode.training.evaluate import _autocast
 from latentcode.training.optim import lr_at
 from latentcode.training.train_step import step_seeds
 
@@ -87,10 +87,17 @@ class GraphStep:
             static.copy_(mask)
 
     # ---------------------------------------------------------------------------------------- recorded part
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        """bf16 autocast as the eager step's (`TrainConfig.autocast`), without its cast cache, which a CUDA graph
+        capture does not allow (the cache only saves re-casting the weights; the values are the same)."""
+        if self.loop.cfg.autocast and self.loop.device.type == "cuda":
+            return torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False)
+        return contextlib.nullcontext()
+
     def _compute(self) -> None:
         loop, s = self.loop, self.static
         assert s is not None
-        with _autocast(loop.device, loop.cfg.autocast)():
+        with self._autocast():
             outputs = loop.forward(loop.params, loop.buffers, s["x"], self.masks)
         losses = torch.stack([loop.task.loss(out.float(), Batch(x=x, y=y))
                               for out, x, y in zip(outputs, s["x"], s["y"], strict=True)])
