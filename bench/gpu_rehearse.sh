@@ -63,8 +63,8 @@ call() {  # a fresh copy of the tree, plus the carried paths, like the device to
     --python "$WORK/env/bin/python" --pip-args "--python-version 3.12" "$@")
 }
 
-call 1 --gpu-tests --bench --bench-args "--device cpu --preset tiny --variants softmax hyla --members 1 2 --warmup 2 \
-  --window 0.5 --chunk 2" --graph on --budget 300 --reserve 5
+call 1 --gpu-tests --bench --bench-args "--device cpu --preset tiny --variants softmax --members 1 2 --warmup 1 \
+  --window 0.2 --chunk 1 --budget 30" --graph on --budget 420 --reserve 5
 grep -q "cuda_graph on" "$WORK/out1/runbook.log" || { echo "call 1 did not train through the graph-ready step" >&2; exit 1; }
 [ -s "$WORK/out1/bench_table.csv" ] || { echo "call 1 wrote no benchmark table" >&2; exit 1; }
 n=1

@@ -100,7 +100,7 @@ fi
 if [ -f "$REF/ref_bench_harness.py" ] && [ -d "$REF/hyla-ref" ]; then
   # the authors' jitted train step on the paper's SRAVEN model; their code stays in the git-ignored $REF
   for mixer in softmax_attention linear_attention linear_hypatt; do
-    HYLA_REF="$REF/hyla-ref" timeout 75 "$PY" "$REF/ref_bench_harness.py" run --task raven --mixer "$mixer" \
+    HYLA_REF="$REF/hyla-ref" timeout 60 "$PY" "$REF/ref_bench_harness.py" run --task raven --mixer "$mixer" \
       --steps "$REF_STEPS" --warmup 10 --eval-steps 5 --json-out "$SCRATCH/ref_$mixer.json" \
       && "$PY" -c "import json, sys; print(json.dumps(json.load(open(sys.argv[1]))))" "$SCRATCH/ref_$mixer.json" \
       >>"$OUT/reference.jsonl" || echo "== reference $mixer failed (exit status $?)"
