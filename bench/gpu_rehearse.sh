@@ -45,7 +45,7 @@ out: gpu_runs/rehearsal
 variants: [softmax, hyla]
 seeds: [0, 1]
 model: {attn_dropout: 0.1}
-train: {steps: 60, warmup: 5, checkpoint_every: 25, eval_every: 25, log_every: 5}'
+train: {steps: 120, warmup: 5, checkpoint_every: 25, eval_every: 25, log_every: 5}'
 
 call() {  # a fresh copy of the tree, plus the carried paths, like the device tool
   local n=$1; shift
@@ -64,7 +64,7 @@ call() {  # a fresh copy of the tree, plus the carried paths, like the device to
 }
 
 call 1 --gpu-tests --bench --bench-args "--device cpu --preset tiny --variants softmax --members 1 2 --warmup 1 \
-  --window 0.2 --chunk 1 --budget 30" --graph on --budget 300 --reserve 5
+  --window 0.2 --chunk 1 --budget 30" --graph on --budget 240 --reserve 5
 [ -s "$WORK/out1/bench_table.csv" ] || { echo "call 1 wrote no benchmark table" >&2; exit 1; }
 n=1
 while grep -q -E "stopped|pending|planned" "$WORK/out$n/runbook.log" && [ "$n" -lt 8 ]; do
@@ -96,7 +96,7 @@ data["train"]["cuda_graph"] = True  # the step form the calls trained with
 grid = load_grid(work / "rehearsal-graphed.yaml")
 straight_root = work / "straight"
 for group in group_points(expand_grid(grid)):
-    points = [type(p).from_dict({**p.to_dict(), "out_dir": str(straight_root / p.name)}) for p in group]
+    points = [type(p).from_dict({**p.to_dict(), "run_dir": str(straight_root / p.name)}) for p in group]
     train_group(points)
 for point in expand_grid(grid):
     chunked = load_run(work / "final" / "rehearsal" / point.name)
