@@ -64,7 +64,7 @@ call() {  # a fresh copy of the tree, plus the carried paths, like the device to
 }
 
 call 1 --gpu-tests --bench --bench-args "--device cpu --preset tiny --variants softmax --members 1 2 --warmup 1 \
-  --window 0.2 --chunk 1 --budget 30" --graph on --budget 240 --reserve 5
+  --window 0.2 --chunk 1 --budget 30" --graph on --budget 110 --reserve 5
 [ -s "$WORK/out1/bench_table.csv" ] || { echo "call 1 wrote no benchmark table" >&2; exit 1; }
 n=1
 while grep -q -E "stopped|pending|planned" "$WORK/out$n/runbook.log" && [ "$n" -lt 8 ]; do
