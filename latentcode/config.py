@@ -61,6 +61,12 @@ class TrainConfig:
     """'auto' (cuda, then mps, then cpu), or any torch device string."""
     compile: bool = False
     """torch.compile the training step (CUDA only; extraction and hooks stay uncompiled)."""
+    cuda_graph: bool = False
+    """Train through the graph-ready step (`latentcode/training/graph_step.py`): the batch, the dropout masks and
+    the per-step AdamW scalars are drawn eagerly and copied into static buffers, and on CUDA the rest of the step
+    (forward, backward, update) is captured once as a CUDA graph and replayed. The step is the ensemble's
+    (`train_ensemble`; `train()` trains a single run as an ensemble of one); it agrees with the eager step to
+    float32 rounding, and a run trained with it resumes bitwise. Off: the eager step, unchanged."""
     autocast: bool = False
     """bf16 autocast of the forward pass on CUDA (off: float32, with TF32 matmuls on CUDA); ignored on CPU."""
     snapshots: bool = False

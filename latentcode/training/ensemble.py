@@ -34,6 +34,7 @@ from latentcode.rundir.directory import remove_run_files, remove_stale_temp_file
 from latentcode.tasks.base import Task
 from latentcode.training.dropout_replay import DropoutReplay, plain_autograd
 from latentcode.training.evaluate import _autocast, eval_sets
+from latentcode.training.graph_step import GraphStep
 from latentcode.training.optim import build_optimizer, decay_mask, lr_at
 from latentcode.training.record import RunDirectory, RunRecorder
 from latentcode.training.resume import DeferredInterrupt, deadline_after, kept_on_resume, prepare_run_dir
@@ -209,6 +210,7 @@ class _EnsembleLoop:
         # every random draw is made outside vmap (`DropoutReplay`); one inside it would be an error
         forward = vmap(self._member_forward, randomness="error")
         self.forward = torch.compile(forward) if self.cfg.compile and device.type == "cuda" else forward
+        self.graph_step = GraphStep(self) if self.cfg.cuda_graph else None
 
     # ------------------------------------------------------------------------------------------ numerics
     def _member_forward(self, params: dict[str, Tensor], buffers: dict[str, Tensor], x: Tensor,
@@ -325,7 +327,7 @@ class _EnsembleLoop:
         try:
             with DeferredInterrupt() as interrupt:
                 for step in range(self.step + 1, cfg.steps + 1):
-                    losses = self._train_step(step)
+                    losses = self._train_step(step) if self.graph_step is None else self.graph_step(step)
                     self.step = step
                     self.unsynced.append(losses)
                     if step % cfg.log_every == 0 or step == cfg.steps:

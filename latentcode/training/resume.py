@@ -22,8 +22,9 @@ from latentcode.training.train_state import TrainState, read_train_state
 
 logger = logging.getLogger(__name__)
 
-RESUME_IGNORES = ("device", "compile", "snapshots", "checkpoint_every")
-"""TrainConfig fields that may change when a run is resumed (they do not change the numbers on CPU)."""
+RESUME_IGNORES = ("device", "compile", "cuda_graph", "snapshots", "checkpoint_every")
+"""TrainConfig fields that may change when a run is resumed (they do not change the numbers on CPU, or change
+them by float32 rounding only: `cuda_graph`)."""
 RESUME_KEEPS = ("autocast", "lr_schedule", "fused_attention")
 """TrainConfig fields a resumed run keeps from its config.json whatever the request says: they change the numbers,
 so a run keeps them from start to end (runs started before fp32 became the default resume in bf16, runs started

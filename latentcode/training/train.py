@@ -174,6 +174,14 @@ def train(
             )
     if train_cfg.seed < 0:
         raise ValueError(f"seed={train_cfg.seed} must be a non-negative integer")
+    if train_cfg.cuda_graph:
+        # the graph-ready step is the ensemble's: a single run trains as an ensemble of one
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            raise ValueError("cuda_graph=True trains in one process; under torchrun leave it off")
+        from latentcode.training.ensemble import train_ensemble
+
+        return train_ensemble(model_cfg, task, [train_cfg], [run_dir], resume=resume, force=force,
+                              progress=progress, time_limit=time_limit)[0]
     deadline = deadline_after(time_limit)
     info = distributed.env_info()
     if deadline is not None and info.enabled:
