@@ -34,18 +34,18 @@ def untrained_model(config: ModelConfig, seed: int) -> Transformer:
     return model.eval()
 
 
-def untrained_codes(config: ModelConfig, task: Any, seed: int, **extract: Any) -> LatentCodes:
-    """Latent codes of the untrained model (`untrained_model(config, seed)`) on `task`.
+def untrained_codes(config: ModelConfig, task: Any, model_seed: int, **extract: Any) -> LatentCodes:
+    """Latent codes of the untrained model (`untrained_model(config, model_seed)`) on `task`.
 
     Args:
         config: the run's model config (`Run.config.model`).
         task: the run's task, with its splits (`Run.task`).
-        seed: the run's training seed (`Run.config.train.seed`): it fixes the initial weights.
+        model_seed: the run's training seed (`Run.config.train.seed`): it fixes the initial weights.
         **extract: `extract_latent_codes`' arguments (splits, n_samples, positions, seed of the batches, ...);
             pass the trained codes' own to read the same instances.
 
     Returns:
-        `LatentCodes`, with `meta["checkpoint"]` = "untrained-seed<seed>".
+        `LatentCodes`, with `meta["checkpoint"]` = "untrained-seed<model_seed>".
 
     Example:
         >>> from latentcode.config import model_config
@@ -55,5 +55,5 @@ def untrained_codes(config: ModelConfig, task: Any, seed: int, **extract: Any) -
         >>> codes.meta["checkpoint"], codes.n_samples
         ('untrained-seed0', 8)
     """
-    model = untrained_model(config, seed)
-    return extract_latent_codes(model, task, checkpoint=f"untrained-seed{seed}", **extract)
+    model = untrained_model(config, model_seed)
+    return extract_latent_codes(model, task, checkpoint=f"untrained-seed{model_seed}", **extract)
