@@ -65,6 +65,8 @@ class BaselineRow:
         input_only: the linear probe on the raw inputs (the input-only control).
         scores: probe name -> accuracy on the codes (`baseline_estimators`' names, and `UNTRAINED` when the
             untrained model's codes were given).
+        input_scores: probe name -> the same probe on the raw inputs (each probe's own input-only control; a
+            nonlinear probe can read more from the inputs than the linear one can).
     """
 
     layer: str
@@ -73,6 +75,7 @@ class BaselineRow:
     majority: float
     input_only: float
     scores: dict[str, float]
+    input_scores: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -104,14 +107,19 @@ class BaselineResult:
         return _jsonable({"kind": "probes.baselines", **asdict(self)})
 
     def to_rows(self) -> list[dict[str, Any]]:
-        """One flat dict per row (for CSV): layer, split, n_samples, majority, input_only, then each probe."""
-        return [{k: v for k, v in asdict(r).items() if k != "scores"} | r.scores for r in self.rows]
+        """One flat dict per row (for CSV): layer, split, n_samples, majority, input_only, each probe on the codes,
+        then each probe on the inputs (`<probe> inputs`)."""
+        return [{k: v for k, v in asdict(r).items() if k not in ("scores", "input_scores")} | r.scores
+                | {f"{p} inputs": v for p, v in r.input_scores.items()} for r in self.rows]
 
     def table(self) -> str:
-        header = ["layer", "split", "majority", "input-only", *self.probes]
-        body = [[r.layer, r.split, format_score(r.majority), format_score(r.input_only),
-                 *(format_score(r.scores.get(p)) for p in self.probes)] for r in self.rows]
-        title = f"Baseline probes of {self.label!r} (task {self.task}): accuracy on held-out rows"
+        header = ["layer", "split", "majority", *(f"{p} (inputs)" if p != UNTRAINED else p for p in self.probes)]
+        body = [[r.layer, r.split, format_score(r.majority),
+                 *(format_score(r.scores.get(p)) + ("" if p not in r.input_scores
+                                                    else f" ({format_score(r.input_scores[p])})")
+                   for p in self.probes)] for r in self.rows]
+        title = (f"Baseline probes of {self.label!r} (task {self.task}): accuracy on held-out rows, each probe on the "
+                 "codes (and on the raw inputs)")
         return "\n".join([title, *align_columns([header, *body]), *self.notes])
 
 
@@ -169,21 +177,25 @@ def baseline_probes(
 
     rows, names = [], []
     with threadpool_limits(limits=1):
+        on_inputs = {p: accuracy(est, X_in) for p, est in
+                     (estimators or baseline_estimators(X_in.shape[1], pca_k=pca_k, random_state=random_state)).items()}
         input_only = accuracy(make_probe(random_state=random_state), X_in)
         for name, positions in tqdm(groups, desc="baseline probes", disable=None if progress is None
                                     else not progress, leave=False):
             X = codes._flat_axis(positions).astype(np.float64)
             probes = estimators or baseline_estimators(X.shape[1], pca_k=pca_k, random_state=random_state)
             scores = {p: accuracy(est, X) for p, est in probes.items()}
+            inputs_of = dict(zip(probes, on_inputs.values(), strict=True))  # pca-k: k capped per feature count
             if untrained is not None:
                 scores[UNTRAINED] = accuracy(make_probe(random_state=random_state),
                                              untrained._flat_axis(positions).astype(np.float64))
             names = names or list(scores)
             for s in chosen:
                 rows.append(BaselineRow(name, s, int(masks[s].sum()), majority_floor(target, train, masks[s]),
-                                        input_only[s], {p: v[s] for p, v in scores.items()}))
-    notes = ("accuracy: fitted on the train split, scored on each evaluation split; majority and input-only are the "
-             "floors",)
+                                        input_only[s], {p: v[s] for p, v in scores.items()},
+                                        {p: v[s] for p, v in inputs_of.items()}))
+    notes = ("accuracy: fitted on the train split, scored on each evaluation split; the floors are the majority class "
+             "and, in brackets, the same probe on the raw inputs (input-only)",)
     if target.kind == "set":
         notes += ("set label: one binary probe per class; a row is right when every class is right",)
     return BaselineResult(

@@ -138,9 +138,13 @@ def test_knn_and_pca_baselines_match_sklearn_on_the_same_folds():
     knn = make_pipeline(StandardScaler(), KNeighborsClassifier(n_neighbors=10)).fit(X[train], y[train])
     pca = make_pipeline(StandardScaler(), PCA(n_components=2, random_state=0),
                         LogisticRegression(max_iter=1000, random_state=0)).fit(X[train], y[train])
+    X_in = codes.inputs.reshape(len(codes), -1)
+    knn_inputs = make_pipeline(StandardScaler(), KNeighborsClassifier(n_neighbors=10)).fit(X_in[train], y[train])
     for split in ("test", "ood"):
         rows = codes.split == split
         row = result.row("1", split)
+        assert row.input_scores["knn"] == pytest.approx(np.mean(knn_inputs.predict(X_in[rows]) == y[rows]))
+        assert row.input_scores["linear"] == row.input_only
         assert row.scores["knn"] == pytest.approx(np.mean(knn.predict(X[rows]) == y[rows]))
         assert row.scores["pca2"] == pytest.approx(np.mean(pca.predict(X[rows]) == y[rows]))
         assert row.scores["linear"] > row.input_only > row.majority
