@@ -1,7 +1,8 @@
 """What the conditional, MDL and baseline probes share: a label read as a probing target (`Target`: one class per
 row, or a set of classes per row as fuzzy-logic terms), the rows of each split, the floors, and fitting any
 scikit-learn classifier to it (`fit_proba`, `predict`). A set label is probed as one binary probe per class, as
-`decode_rules` does; a class that never varies over the fitting rows gets no probe and its constant is predicted.
+`decode_rules` does; a class that never varies over the fitting rows gets no probe and its constant is predicted, and
+a row's predicted set is its k most probable classes (k = its set's size), scored by the fraction of its classes found.
 Numpy and scikit-learn only; nothing here reads a model.
 """
 
@@ -15,7 +16,7 @@ from sklearn.base import ClassifierMixin, clone
 
 from probes.codes import LatentCodes, _class_labels
 
-__all__ = ["Target", "eval_splits", "fit_proba", "majority_floor", "predict", "read_target", "score"]
+__all__ = ["Target", "eval_splits", "fit_proba", "majority_floor", "predict", "read_target", "score", "set_sizes"]
 
 EstimatorFactory = Callable[[], ClassifierMixin] | ClassifierMixin
 
@@ -115,20 +116,38 @@ def fit_proba(estimator: EstimatorFactory, X_fit: np.ndarray, y_fit: np.ndarray,
     return out
 
 
-def predict(proba: np.ndarray, kind: str) -> np.ndarray:
-    """Predictions from `fit_proba`'s output: the most probable class, or every class with probability > 0.5."""
-    return (proba > 0.5).astype(np.int64) if kind == "set" else np.argmax(proba, axis=1)
+def _top(scores: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Indicator of each row's `sizes[row]` highest-scoring classes."""
+    ranks = np.argsort(np.argsort(-scores, axis=1, kind="stable"), axis=1)
+    return (ranks < sizes[:, None]).astype(np.int64)
+
+
+def predict(proba: np.ndarray, kind: str, sizes: np.ndarray | None = None) -> np.ndarray:
+    """Predictions from `fit_proba`'s output: the most probable class; for a set label, the `sizes[row]` classes
+    most probably present (the true set's size, known to the task: fuzzy logic's compositions have n_terms terms)."""
+    if kind == "set":
+        return _top(proba, np.asarray(sizes))
+    return np.argmax(proba, axis=1)
 
 
 def score(predicted: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Per-row correctness (float [n]): the class is right, or for a set every class's presence is right."""
-    return (predicted == y).all(axis=1).astype(float) if y.ndim == 2 else (predicted == y).astype(float)
+    """Per-row score (float [n]): 1 for the right class; for a set label, the fraction of the row's classes among
+    the predicted ones (top-k recall with k the set's size)."""
+    if y.ndim == 2:
+        return (predicted * y).sum(axis=1) / np.maximum(y.sum(axis=1), 1)
+    return (predicted == y).astype(float)
+
+
+def set_sizes(target: Target) -> np.ndarray | None:
+    """Each row's number of classes for a set label (None for a class label)."""
+    return target.y.sum(axis=1) if target.kind == "set" else None
 
 
 def majority_floor(target: Target, train: np.ndarray, rows: np.ndarray) -> float:
-    """Accuracy on `rows` of always answering the train split's most frequent class (or set)."""
+    """Score on `rows` of always answering from the train split's class frequencies: its most frequent class, or for
+    a set label its k most frequent classes."""
     y = target.y
     if target.kind == "set":
-        values, counts = np.unique(y[train], axis=0, return_counts=True)
-        return float(np.mean((y[rows] == values[np.argmax(counts)]).all(axis=1)))
+        frequency = np.broadcast_to(y[train].mean(axis=0), y[rows].shape)
+        return float(score(_top(frequency, y[rows].sum(axis=1)), y[rows]).mean())
     return float(np.mean(y[rows] == np.bincount(y[train]).argmax()))

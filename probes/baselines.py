@@ -22,7 +22,7 @@ from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from probes._targets import eval_splits, fit_proba, majority_floor, predict, read_target, score
+from probes._targets import eval_splits, fit_proba, majority_floor, predict, read_target, score, set_sizes
 from probes.codes import LatentCodes, _jsonable
 from probes.decoding.controls import input_features
 from probes.decoding.fit import LayerChoice, make_probe
@@ -172,7 +172,7 @@ def baseline_probes(
 
     def accuracy(estimator: ClassifierMixin, X: np.ndarray) -> dict[str, float]:
         proba = fit_proba(estimator, X[train], target.y[train], X, target.n_classes)
-        right = score(predict(proba, target.kind), target.y)
+        right = score(predict(proba, target.kind, set_sizes(target)), target.y)
         return {s: float(right[m].mean()) for s, m in masks.items()}
 
     rows, names = [], []
@@ -197,7 +197,8 @@ def baseline_probes(
     notes = ("accuracy: fitted on the train split, scored on each evaluation split; the floors are the majority class "
              "and, in brackets, the same probe on the raw inputs (input-only)",)
     if target.kind == "set":
-        notes += ("set label: one binary probe per class; a row is right when every class is right",)
+        notes += ("set label: one binary probe per class; a row scores the fraction of its classes among its k most "
+                  "probable (k = the set's size)",)
     return BaselineResult(
         task=codes.task, label=target.name, reading=codes.reading, probes=names, rows=rows,
         params={"layers": layers if isinstance(layers, str) else list(np.atleast_1d(layers)), "pca_k": pca_k,

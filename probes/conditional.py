@@ -16,7 +16,7 @@ from sklearn.base import ClassifierMixin
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from probes._targets import eval_splits, fit_proba, majority_floor, predict, read_target, score
+from probes._targets import eval_splits, fit_proba, majority_floor, predict, read_target, score, set_sizes
 from probes.codes import LatentCodes, _jsonable
 from probes.decoding.controls import input_features
 from probes.decoding.fit import LayerChoice, make_probe
@@ -193,7 +193,7 @@ def conditional_probe(
 
     def evaluate(X: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         proba = fit_proba(estimator, X[train], target.y[train], X, target.n_classes)
-        right = score(predict(proba, target.kind), target.y)
+        right = score(predict(proba, target.kind, set_sizes(target)), target.y)
         bits = cross_entropy_bits(proba, target.y)
         return {s: (right[m], bits[m]) for s, m in masks.items()}
 
@@ -218,7 +218,8 @@ def conditional_probe(
              "inputs-only probe − of the joint probe (bits per row); intervals: paired bootstrap over evaluation "
              "rows, probes fitted once",)
     if target.kind == "set":
-        notes += ("set label: one binary probe per class; accuracy counts a row right when every class is right",)
+        notes += ("set label: one binary probe per class; a row scores the fraction of its classes among its k most "
+                  "probable (k = the set's size)",)
     described = ("raw tokens at the codes' query and key positions" if codes.control["inputs"] == "positions"
                  else "every raw input token")
     return ConditionalResult(
