@@ -36,7 +36,8 @@ class ConditionalRow:
         layer: the probe's layer group ("0", ..., "all").
         split: the evaluation split.
         n_samples: evaluation rows.
-        joint: accuracy of the probe on [inputs, codes].
+        joint: accuracy of the probe on [inputs, codes] (a set label: the mean fraction of a row's classes among
+            its k most probable, k the set's size).
         inputs_only: accuracy of the probe on the inputs alone.
         difference: joint − inputs_only (Hewitt et al.'s conditional score, in accuracy).
         difference_interval: (low, high), the bootstrap percentile interval of `difference`.

@@ -21,7 +21,7 @@ from pathlib import Path
 from probes.across_runs import AcrossRuns, RunPoint, across_runs, read_emergence
 from probes.figures.save import save_figure
 
-__all__ = ["collect_points", "main", "write_across_runs"]
+__all__ = ["collect_points", "main", "suite_summary", "write_across_runs"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,9 +61,38 @@ def collect_points(emergence: str | os.PathLike = "results/emergence",
     return points
 
 
+def suite_summary(probing: str | os.PathLike = "results/probing", split: str = "ood") -> str:
+    """One markdown table of every probe-suite folder under `probing` on `split`: per model and layer, the majority
+    floor, each probe on the codes with the same probe on the inputs in brackets, the untrained model's linear
+    probe, the conditional difference with its interval and its V-information, and the MDL compressions."""
+    lines = ["| model | layer | majority | linear (inputs) | PCA-k (inputs) | kNN (inputs) | MLP (inputs) | untrained "
+             "linear | conditional Δ [95% CI] | I_V bits/row | MDL compression: codes / inputs |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---|"]
+
+    def read(path: Path) -> list[dict[str, str]]:
+        with path.open(newline="") as fh:
+            return list(csv.DictReader(fh))
+
+    for folder in sorted(p.parent for p in Path(probing).glob("*/suite.json")):
+        baselines = [r for r in read(folder / "baselines.csv") if r["split"] == split]
+        conditional = {r["layer"]: r for r in read(folder / "conditional.csv") if r["split"] == split}
+        mdl = {r["layer"]: r for r in read(folder / "mdl.csv")}
+        for row in baselines:
+            pca = next(k for k in row if k.startswith("pca") and not k.endswith(" inputs"))
+            c, m = conditional[row["layer"]], mdl[row["layer"]]
+            pair = [f"{float(row[k]):.3f} ({float(row[k + ' inputs']):.3f})" for k in ("linear", pca, "knn", "mlp")]
+            lines.append(
+                f"| {folder.name} | {row['layer']} | {float(row['majority']):.3f} | {' | '.join(pair)} | "
+                f"{float(row['untrained linear']):.3f} | {float(c['difference']):+.3f} [{float(c['difference_low']):+.3f}, "
+                f"{float(c['difference_high']):+.3f}] | {float(c['information']):+.2f} | "
+                f"{float(m['compression']):.2f} / {float(m['inputs_compression']):.2f} |")
+    return "\n".join(lines)
+
+
 def write_across_runs(out_dir: str | os.PathLike, emergence: str | os.PathLike = "results/emergence",
                       probing: str | os.PathLike = "results/probing", command: str | None = None) -> AcrossRuns:
-    """Write `points.csv`, `correlations.csv`, `across_runs.json`, `table.txt` and `across_runs.png` to `out_dir`."""
+    """Write `points.csv`, `correlations.csv`, `across_runs.json`, `table.txt`, `across_runs.png` and
+    `summary_<split>.md` (`suite_summary` on test and ood) to `out_dir`."""
     result = across_runs(collect_points(emergence, probing))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -78,6 +107,8 @@ def write_across_runs(out_dir: str | os.PathLike, emergence: str | os.PathLike =
     (out / "across_runs.json").write_text(json.dumps(result.to_dict() | {"command": command}, indent=1) + "\n")
     (out / "table.txt").write_text(result.table() + "\n")
     save_figure(result.plot(), out / "across_runs", formats=("png",))
+    for split in ("test", "ood"):
+        (out / f"summary_{split}.md").write_text(suite_summary(probing, split) + "\n")
     return result
 
 
