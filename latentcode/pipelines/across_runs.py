@@ -61,8 +61,9 @@ def collect_points(emergence: str | os.PathLike = "results/emergence",
     return points
 
 
-def suite_summary(probing: str | os.PathLike = "results/probing", split: str = "ood") -> str:
-    """One markdown table of every probe-suite folder under `probing` on `split`: per model and layer, the majority
+def suite_summary(probing: str | os.PathLike = "results/probing", split: str = "ood", prefix: str = "") -> str:
+    """One markdown table of every probe-suite folder under `probing` whose name starts with `prefix`, on `split`:
+    per model and layer, the majority
     floor, each probe on the codes with the same probe on the inputs in brackets, the untrained model's linear
     probe, the conditional difference with its interval and its V-information, and the MDL compressions."""
     lines = ["| model | layer | majority | linear (inputs) | PCA-k (inputs) | kNN (inputs) | MLP (inputs) | untrained "
@@ -73,7 +74,7 @@ def suite_summary(probing: str | os.PathLike = "results/probing", split: str = "
         with path.open(newline="") as fh:
             return list(csv.DictReader(fh))
 
-    for folder in sorted(p.parent for p in Path(probing).glob("*/suite.json")):
+    for folder in sorted(p.parent for p in Path(probing).glob(f"{prefix}*/suite.json")):
         baselines = [r for r in read(folder / "baselines.csv") if r["split"] == split]
         conditional = {r["layer"]: r for r in read(folder / "conditional.csv") if r["split"] == split}
         mdl = {r["layer"]: r for r in read(folder / "mdl.csv")}
