@@ -53,6 +53,8 @@ def test_the_untrained_model_has_the_weights_training_starts_from_and_leaves_the
         ({"run": "sraven-softmax", "n_samples": 500}, "too few for the MDL blocks"),
         ({"run": "sraven-sofmax"}, "no shipped checkpoint named 'sraven-sofmax'"),
         ({"run": "fuzzy_logic-softmax", "seed": 7}, "no seed 7 of 'fuzzy_logic-softmax' is shipped"),
+        ({"run": "fuzzy_logic-softmax", "label": "rule"}, "label='rule' is not a class label of task 'fuzzy_logic'"),
+        ({"run": "fuzzy_logic-softmax", "layers": [2]}, r"the model has layers 0..1"),
     ],
 )
 def test_the_suite_refuses_bad_input_before_any_extraction(kwargs, message):

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from latentcode.codes.extract import LatentCodes, extract_latent_codes
+from latentcode.codes.readings import task_code_meta
 from latentcode.codes.untrained import untrained_codes
 from latentcode.constants import CONFIG_FILE
 from latentcode.rundir.checkpoint import Run, load_run
@@ -79,6 +80,25 @@ def load_suite_run(run: str | os.PathLike, seed: int | None = None) -> Run:
     return load_pretrained(str(run), seed=seed)
 
 
+def _check_request(run: Run, label: str | None, layers: Any) -> None:
+    """Refuse a label the task's codes do not carry as classes, or a layer the model does not have, before any
+    extraction."""
+    kinds = task_code_meta(run.task).get("label_kinds") or {}
+    fitting = sorted(k for k, v in kinds.items() if v in ("class", "class_set"))
+    if label is not None and kinds and label not in fitting:
+        raise ValueError(f"label={label!r} is not a class label of task {run.task.name!r}; pass one of {fitting}")
+    n_layers = run.config.model.n_layers
+    if isinstance(layers, str):
+        if layers not in ("each", "all", "each+all", "last"):
+            raise ValueError(f"layers={layers!r} is not a layer choice; use each, all, each+all, last or layer numbers")
+        return
+    wanted = [layers] if isinstance(layers, int) else list(layers)
+    bad = [layer for layer in wanted if isinstance(layer, bool) or not isinstance(layer, int)
+           or not 0 <= layer < n_layers]
+    if bad or not wanted:
+        raise ValueError(f"layers={layers!r}: the model has layers 0..{n_layers - 1}; pass layer numbers among them")
+
+
 def _model_scores(run: Run) -> dict[str, float]:
     out = {}
     for split in ("test", "ood"):
@@ -133,15 +153,12 @@ def probe_suite(
     """
     block_ends(n_samples, PORTIONS)  # too few rows: one clear error before any extraction
     loaded = run if isinstance(run, Run) else load_suite_run(run, seed)
+    _check_request(loaded, label, layers)
     name = str(run.path if isinstance(run, Run) else run) + ("" if seed is None else f" (seed {seed})")
     extract = {"splits": SUITE_SPLITS, "n_samples": n_samples, "seed": 0, "progress": progress}
     seconds = {}
     start = time.perf_counter()
     codes: LatentCodes = extract_latent_codes(loaded.model, loaded.task, checkpoint=loaded.checkpoint_hash, **extract)
-    # check the label and the layers on the codes before the untrained model's extraction and any fitting
-    codes.layer_groups(layers)
-    if (label or codes.label) not in codes.labels:
-        raise ValueError(f"label={label!r} is not in these codes; available labels: {sorted(codes.labels)}")
     untrained = untrained_codes(loaded.config.model, loaded.task, loaded.config.train.seed, **extract)
     seconds["extract"] = time.perf_counter() - start
     start = time.perf_counter()
