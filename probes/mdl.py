@@ -1,7 +1,8 @@
 """MDL probing (Voita & Titov 2020, "Information-theoretic probing with minimum description length"): the online
 codelength of the labels given the codes, per layer, beside the uniform codelength and the online codelength given
-the raw inputs (the input-only control's features). Compression = uniform / online: 1 means the codes help no more
-than not reading them; the higher, the more easily the label is read.
+the raw inputs (the input-only control's features) and the online codelength of a probe that reads nothing (it
+learns the class frequencies only: the floor). Compression = uniform / online; the higher, the more easily the label
+is read, and a reading helps only where it beats the prior-only compression.
 
 The online code sends the first block of rows with the uniform code, then each later block with a probe fitted on
 every row before it (`PORTIONS`, Voita & Titov's block ends). Numpy and scikit-learn only.
@@ -100,6 +101,9 @@ class MDLRow:
         inputs_only: the online codelength given the raw inputs (same for every layer).
         compression: uniform / online.
         inputs_compression: uniform / inputs_only.
+        prior_only: the online codelength of the same probe reading no features (a constant), which learns only
+            the class frequencies: the floor a reading must beat (same for every layer).
+        prior_compression: uniform / prior_only.
         blocks: bits of each block of the codes' online code.
     """
 
@@ -110,6 +114,8 @@ class MDLRow:
     inputs_only: float
     compression: float
     inputs_compression: float
+    prior_only: float
+    prior_compression: float
     blocks: list[float]
 
 
@@ -146,10 +152,11 @@ class MDLResult:
         return [{k: v for k, v in asdict(r).items() if k != "blocks"} for r in self.rows]
 
     def table(self) -> str:
-        header = ["layer", "rows", "uniform bits", "online bits (codes)", "online bits (inputs)", "compression",
-                  "inputs compression"]
+        header = ["layer", "rows", "uniform bits", "online bits (codes)", "(inputs)", "(prior only)", "compression",
+                  "(inputs)", "(prior only)"]
         body = [[r.layer, str(r.n_samples), f"{r.uniform:.0f}", f"{r.online:.0f}", f"{r.inputs_only:.0f}",
-                 f"{r.compression:.2f}", f"{r.inputs_compression:.2f}"] for r in self.rows]
+                 f"{r.prior_only:.0f}", f"{r.compression:.2f}", f"{r.inputs_compression:.2f}",
+                 f"{r.prior_compression:.2f}"] for r in self.rows]
         title = (f"MDL probing of {self.label!r} (task {self.task}; Voita & Titov's online code, blocks ending at "
                  f"{self.ends[0]}..{self.ends[-1]} rows)")
         return "\n".join([title, *align_columns([header, *body])])
@@ -200,12 +207,13 @@ def mdl_probe(
     out = []
     with threadpool_limits(limits=1):
         inputs_only, _ = online_codelength(X_in, sub, order, ends, estimator, smoothing)
+        prior_only, _ = online_codelength(np.zeros((rows.size, 1)), sub, order, ends, estimator, smoothing)
         for name, positions in tqdm(groups, desc="MDL probes", disable=None if progress is None else not progress,
                                     leave=False):
             X = codes._flat_axis(positions)[rows].astype(np.float64)
             online, blocks = online_codelength(X, sub, order, ends, estimator, smoothing)
             out.append(MDLRow(name, int(rows.size), uniform, online, inputs_only, uniform / online,
-                              uniform / inputs_only, blocks))
+                              uniform / inputs_only, prior_only, uniform / prior_only, blocks))
     return MDLResult(
         task=codes.task, label=target.name, reading=codes.reading, portions=[float(p) for p in portions],
         ends=ends, rows=out,

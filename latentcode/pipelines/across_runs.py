@@ -65,9 +65,10 @@ def suite_summary(probing: str | os.PathLike = "results/probing", split: str = "
     """One markdown table of every probe-suite folder under `probing` whose name starts with `prefix`, on `split`:
     per model and layer, the majority
     floor, each probe on the codes with the same probe on the inputs in brackets, the untrained model's linear
-    probe, the conditional difference with its interval and its V-information, and the MDL compressions."""
+    probe, the conditional difference with its interval and its V-information, and the MDL compressions (codes,
+    raw inputs, no features)."""
     lines = ["| model | layer | majority | linear (inputs) | PCA-k (inputs) | kNN (inputs) | MLP (inputs) | untrained "
-             "linear | conditional Δ [95% CI] | I_V bits/row | MDL compression: codes / inputs |",
+             "linear | conditional Δ [95% CI] | I_V bits/row | MDL compression: codes / inputs / prior only |",
              "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---|"]
 
     def read(path: Path) -> list[dict[str, str]]:
@@ -86,7 +87,8 @@ def suite_summary(probing: str | os.PathLike = "results/probing", split: str = "
                 f"| {folder.name} | {row['layer']} | {float(row['majority']):.3f} | {' | '.join(pair)} | "
                 f"{float(row['untrained linear']):.3f} | {float(c['difference']):+.3f} [{float(c['difference_low']):+.3f}, "
                 f"{float(c['difference_high']):+.3f}] | {float(c['information']):+.2f} | "
-                f"{float(m['compression']):.2f} / {float(m['inputs_compression']):.2f} |")
+                f"{float(m['compression']):.2f} / {float(m['inputs_compression']):.2f} / "
+                f"{float(m['prior_compression']):.2f} |")
     return "\n".join(lines)
 
 

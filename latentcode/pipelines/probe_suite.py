@@ -127,9 +127,10 @@ def probe_suite(
     label: str | None = None,
     layers: Any = "each",
     n_resamples: int = 1000,
+    stages: tuple[str, ...] = ("baselines", "conditional", "mdl"),
     progress: bool | None = None,
     command: str | None = None,
-) -> ProbeSuite:
+) -> ProbeSuite | MDLResult:
     """Conditional, MDL and baseline probes (with the untrained model's codes) on one run, both tasks.
 
     Args:
@@ -141,19 +142,25 @@ def probe_suite(
         label: the label probed (default: the task's default label).
         layers: the layer choice of every probe (default: each layer).
         n_resamples: bootstrap resamples of the conditional probe's interval.
+        stages: ("mdl",) runs MDL alone: it extracts the train split only (the same instances) and rewrites
+            `mdl.csv/.json` in `out_dir`, updating `suite.json`; the default runs all three.
         progress: progress bars (None: only on a terminal).
         command: the command line to record in suite.json.
 
     Returns:
-        `ProbeSuite`.
+        `ProbeSuite` (with stages=("mdl",): the `MDLResult`).
 
     Raises:
-        ValueError: an unknown run, too few samples for the MDL blocks, or an unknown layer or label, before
+        ValueError: an unknown run or stage, too few samples for the MDL blocks, or an unknown layer or label, before
             anything is extracted.
     """
     block_ends(n_samples, PORTIONS)  # too few rows: one clear error before any extraction
+    if tuple(stages) not in (("baselines", "conditional", "mdl"), ("mdl",)):
+        raise ValueError(f"stages={stages!r}: pass ('baselines', 'conditional', 'mdl') (all) or ('mdl',)")
     loaded = run if isinstance(run, Run) else load_suite_run(run, seed)
     _check_request(loaded, label, layers)
+    if tuple(stages) == ("mdl",):
+        return _mdl_only(loaded, out_dir, n_samples, label, layers, progress, command)
     name = str(run.path if isinstance(run, Run) else run) + ("" if seed is None else f" (seed {seed})")
     extract = {"splits": SUITE_SPLITS, "n_samples": n_samples, "seed": 0, "progress": progress}
     seconds = {}
@@ -189,6 +196,28 @@ def probe_suite(
     return suite
 
 
+def _mdl_only(loaded: Run, out_dir, n_samples, label, layers, progress, command) -> MDLResult:
+    start = time.perf_counter()
+    codes = extract_latent_codes(loaded.model, loaded.task, splits=("train",), n_samples=n_samples, seed=0,
+                                 progress=progress, checkpoint=loaded.checkpoint_hash)
+    mdl = mdl_probe(codes, label, layers, progress=progress)
+    if out_dir is not None:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        _write_csv(out / "mdl.csv", mdl.to_rows())
+        (out / "mdl.json").write_text(json.dumps(mdl.to_dict(), indent=1) + "\n")
+        tables = out / "tables.txt"
+        if tables.is_file():  # the other probes' tables stay, the MDL table is replaced
+            kept = tables.read_text().split("\n\nMDL probing")[0].rstrip("\n")
+            tables.write_text(f"{kept}\n\n{mdl.table()}\n")
+        info_path = out / "suite.json"
+        info = json.loads(info_path.read_text()) if info_path.is_file() else {"kind": "latentcode.probe_suite"}
+        info.setdefault("seconds", {})["mdl (with its own train-split extraction)"] = time.perf_counter() - start
+        info["mdl_command"] = command
+        info_path.write_text(json.dumps(info, indent=1) + "\n")
+    return mdl
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m latentcode.pipelines.probe_suite",
@@ -202,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-samples", type=int, default=2048, help="instances per split (default 2048)")
     parser.add_argument("--label", default=None, help="label probed (default: the task's)")
     parser.add_argument("--n-resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    parser.add_argument("--mdl-only", action="store_true",
+                        help="run MDL alone (train split only) and rewrite mdl.csv/.json in --out")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -209,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         suite = probe_suite(args.run, args.out, seed=args.seed, n_samples=args.n_samples, label=args.label,
                             n_resamples=args.n_resamples, progress=False if args.no_progress else None,
+                            stages=("mdl",) if args.mdl_only else ("baselines", "conditional", "mdl"),
                             command=command)
     except (ValueError, FileNotFoundError) as err:
         parser.exit(2, f"error: {err}\n")

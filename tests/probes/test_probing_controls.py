@@ -127,7 +127,21 @@ def test_perfectly_separable_labels_cost_about_the_first_blocks_uniform_code():
     assert row.uniform == n
     assert first <= row.online < first + 2.0
     assert row.inputs_only == pytest.approx(n, rel=0.05)  # constant inputs: no better than uniform
+    assert row.prior_only == pytest.approx(row.inputs_only)  # reading a constant is reading nothing
     assert row.compression > 100
+
+
+def test_the_prior_only_codelength_learns_the_class_frequencies():
+    rng = np.random.default_rng(2)
+    n = 2000
+    y = (rng.random(n) < 0.1).astype(np.int64)  # 10% ones: entropy 0.469 bits per row
+    codes = LatentCodes(rng.normal(size=(n, 1, 1, 1, 2)), {"rule": y}, np.array(["train"] * n),
+                        {"label": "rule", "n_classes": 2}, inputs=rng.normal(size=(n, 2, 1)))
+    row = mdl_probe(codes).row("0")
+    p = y.mean()
+    entropy = -(p * np.log2(p) + (1 - p) * np.log2(1 - p)) * n  # the best fixed code in hindsight
+    assert 0.98 * entropy < row.prior_only < 1.05 * entropy + 20
+    assert row.prior_compression == pytest.approx(n / row.prior_only)
 
 
 def test_knn_and_pca_baselines_match_sklearn_on_the_same_folds():
