@@ -134,8 +134,10 @@ class AcrossRuns:
                 ax.plot(x, [p.floor for p in mine], "x", ms=4, color="0.55")
                 ax.vlines(x, [p.floor for p in mine], [p.decoding for p in mine], colors=colours[run], lw=0.3,
                           alpha=0.5)
-            found = [c for c in self.correlations if c.task == task and c.layer == chosen and c.rows == "every snapshot"]
-            note = f"ρ = {found[0].rho:+.2f} (p = {found[0].p_value:.2g}, n = {found[0].n})" if found else ""
+            found = sorted((c for c in self.correlations if c.task == task and c.layer == chosen),
+                           key=lambda c: c.rows != "every snapshot")
+            note = (f"ρ = {found[0].rho:+.2f} (p = {found[0].p_value:.2g}, n = {found[0].n}, {found[0].rows})"
+                    if found else "")
             metric = "R²" if task == "fuzzy_logic" else "accuracy"
             ax.set(xlabel=f"model's held-out {metric}", ylabel=f"decoding accuracy, layer {chosen} (× = floor)",
                    title=f"{task}: {note}")
