@@ -18,9 +18,9 @@ def correlations(path: str) -> str:
              "|---|---|---|---:|---:|---:|---:|---|---:|"]
     with open(path, newline="") as fh:
         for r in csv.DictReader(fh):
-            low, high = float(r["low"]), float(r["high"])
+            low, high = (float(r[k]) if r[k] not in ("", "None") else math.nan for k in ("low", "high"))
             ci = "–" if math.isnan(low) else f"[{low:+.2f}, {high:+.2f}]"
-            p = "–" if math.isnan(float(r["p_value"])) else f"{float(r['p_value']):.2g}"
+            p = "–" if r["p_value"] in ("", "None") or math.isnan(float(r["p_value"])) else f"{float(r['p_value']):.2g}"
             lines.append(f"| {r['task']} | {r['layer']} | {r['rows']} | {r['n']} | {r['n_runs']} | "
                          f"{float(r['rho']):+.2f} | {p} | {ci} | {float(r['rho_above_floor']):+.2f} |")
     return "\n".join(lines)
