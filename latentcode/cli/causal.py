@@ -1,5 +1,6 @@
 """The `causal` command: does the model use its codes? `latentcode causal align` (distributed alignment search,
-`latentcode.causal.alignment`) and `latentcode causal erase` (LEACE erasure, `latentcode.causal.erasure`).
+`latentcode.causal.alignment`), `latentcode causal erase` (LEACE erasure, `latentcode.causal.erasure`) and
+`latentcode causal probes` (conditional, MDL and baseline probes, `latentcode.pipelines.probe_suite`).
 
 RUN is a run directory or the name of a shipped checkpoint. Options are checked against the run's config.json
 (layers, k against the number of heads, the task) before torch is imported or a model loaded. No analysis logic
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -80,6 +82,25 @@ def _add_parser(subparsers: Any) -> argparse.ArgumentParser:
     erase.add_argument("--n-fit", dest="n_fit", type=_positive, default=2048,
                        help="training-rule-set instances the erasers and probes fit on (default: 2048)")
     erase.set_defaults(causal_func=_cmd_erase)
+    probes = _subparser(
+        commands, "probes", help="conditional, MDL and baseline probes (any task)",
+        description="How well the codes are read, beside what the inputs alone give: conditional probing "
+        "([inputs, codes] against inputs alone), online codelength (MDL) against the uniform, input-only and "
+        "no-feature codelengths, and PCA-k, kNN, MLP and untrained-model baselines beside the linear decoder.",
+        example="latentcode causal probes fuzzy_logic-hyla --seed 1",
+    )
+    probes.add_argument("run", metavar="RUN", help="a run directory, or a shipped checkpoint's name (sraven-hyla)")
+    probes.add_argument("--seed", type=int, default=None, help="the shipped seed, with a checkpoint's name")
+    probes.add_argument("--n-samples", dest="n_samples", type=_positive, default=2048,
+                        help="instances per split (default: 2048)")
+    probes.add_argument("--label", default=None, help="the label probed (default: the task's)")
+    probes.add_argument("--n-resamples", dest="n_resamples", type=_positive, default=1000,
+                        help="bootstrap resamples of the intervals (default: 1000)")
+    probes.add_argument("--mdl-only", dest="mdl_only", action="store_true", help="run MDL alone")
+    probes.add_argument("--out", type=Path, default=None, metavar="DIR",
+                        help=f"where the results go (default: {DEFAULT_OUT}/<run name>/probes)")
+    _add_progress(probes)
+    probes.set_defaults(causal_func=_cmd_probes)
     return parser
 
 
@@ -144,6 +165,23 @@ def _cmd_erase(args: argparse.Namespace) -> int:
     paths = result.save(out)
     _echo(result.table())
     _echo("written: " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+def _cmd_probes(args: argparse.Namespace) -> int:
+    from latentcode.rundir.pretrained import resolve_run
+
+    run_path, name = resolve_run(args.run, args.seed)
+    label = run_path.name if name is None else name + (f"-s{args.seed}" if args.seed else "")
+    out = args.out if args.out is not None else DEFAULT_OUT / label / "probes"
+    from latentcode.pipelines.probe_suite import probe_suite
+
+    command = "latentcode causal probes " + " ".join(sys.argv[2:])
+    suite = probe_suite(args.run, out, seed=args.seed, n_samples=args.n_samples, label=args.label,
+                        n_resamples=args.n_resamples, progress=args.progress, command=command,
+                        stages=("mdl",) if args.mdl_only else ("baselines", "conditional", "mdl"))
+    _echo(suite.table())
+    _echo(f"written: {out}")
     return 0
 
 
