@@ -96,3 +96,12 @@ def test_every_refusal_comes_before_torch_is_imported(argv):
     out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=ROOT,
                          env={k: v for k, v in __import__("os").environ.items() if k != CHECKPOINTS_ENV})
     assert out.stdout.split() == ["False", "2"], out.stderr
+
+
+def test_the_probe_suite_refuses_too_few_samples_for_mdl_before_extracting(capsys):
+    assert main(["causal", "probes", "sraven-hyla", "--n-samples", "256"]) == 2
+    err = _err(capsys)
+    assert err == ("error: --n-samples 256 is too few for the MDL blocks (the first is 0.1% of the rows, so it "
+                   "needs at least 1000); pass --n-samples 1000 or more\n")
+    assert main(["causal", "probes", "sraven-hyal"]) == 2
+    assert "did you mean sraven-hyla" in _err(capsys)

@@ -169,6 +169,9 @@ def _cmd_erase(args: argparse.Namespace) -> int:
 
 
 def _cmd_probes(args: argparse.Namespace) -> int:
+    if args.n_samples < 1000:  # MDL's first block is 0.1% of the rows: said before anything is extracted
+        raise ValueError(f"--n-samples {args.n_samples} is too few for the MDL blocks (the first is 0.1% of the "
+                         "rows, so it needs at least 1000); pass --n-samples 1000 or more")
     from latentcode.rundir.pretrained import resolve_run
 
     run_path, name = resolve_run(args.run, args.seed)
