@@ -171,7 +171,8 @@ def baseline_probes(
     masks = {s: codes.split == s for s in chosen}
 
     def accuracy(estimator: ClassifierMixin, X: np.ndarray) -> dict[str, float]:
-        proba = fit_proba(estimator, X[train], target.y[train], X, target.n_classes)
+        with np.errstate(invalid="ignore", divide="ignore"):  # PCA of constant codes: 0/0 variance ratios, once a fit
+            proba = fit_proba(estimator, X[train], target.y[train], X, target.n_classes)
         right = score(predict(proba, target.kind, set_sizes(target)), target.y)
         return {s: float(right[m].mean()) for s, m in masks.items()}
 
