@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import html
 import re
+import time
 
 import pytest
+from test_explorer_browser import browser  # noqa: F401 (the Chromium fixture)
 
 from latentcode.causal.alignment import AlignmentResult
 from latentcode.causal.erasure import ErasureResult
@@ -90,12 +92,17 @@ def tiny_sraven(tmp_path_factory):
     return run_dir
 
 
-def test_the_report_embeds_the_explorer_unless_told_not_to(tiny_sraven, tmp_path):
-    causal = tmp_path / "causal"
+@pytest.fixture(scope="module")
+def tiny_report(tiny_sraven, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("report")
+    causal = folder / "causal"
     ErasureResult("sraven", "hyla", ERASURE_ROWS).save(causal / "sraven-tiny" / "erase")
-    path = report_runs([tiny_sraven], tmp_path / "with", embed_method="pca", n_samples=32, progress=False,
+    return report_runs([tiny_sraven], folder / "with", embed_method="pca", n_samples=32, progress=False,
                        causal_dir=causal)
-    text = path.read_text()
+
+
+def test_the_report_embeds_the_explorer_unless_told_not_to(tiny_sraven, tiny_report, tmp_path):
+    text = tiny_report.read_text()
     assert text.count('<iframe class="lc-explorer" srcdoc="') == 1
     assert 'id="explorer"' in text and CAUSAL_SECTION in text
     page = html.unescape(re.search(r'srcdoc="([^"]*)"', text).group(1))  # the frame holds the whole explorer page
@@ -104,3 +111,33 @@ def test_the_report_embeds_the_explorer_unless_told_not_to(tiny_sraven, tmp_path
                           explorer=False)
     text = without.read_text()
     assert "<iframe" not in text and 'id="explorer"' not in text and CAUSAL_SECTION not in text
+
+
+@pytest.fixture(scope="module")
+def chromium(browser):  # noqa: F811 (test_explorer_browser's headless Chromium, skipped without it)
+    return browser
+
+
+def test_the_explorer_in_the_report_answers_a_hover_and_a_click(chromium, tiny_report):
+
+    from selenium.webdriver.common.by import By
+    from test_explorer_browser import pointer_to, severe
+
+    chromium.get(tiny_report.resolve().as_uri())
+    frame = chromium.find_element(By.CSS_SELECTOR, "iframe.lc-explorer")
+    chromium.execute_script("arguments[0].scrollIntoView()", frame)
+    chromium.switch_to.frame(frame)
+    try:
+        deadline = time.monotonic() + 30
+        while chromium.execute_script("return document.getElementById('lc-root').dataset.ready") != "1":
+            assert time.monotonic() < deadline, f"the explorer never got ready: {chromium.get_log('browser')}"
+            time.sleep(0.05)
+        pointer_to(chromium, 3).perform()
+        instance = chromium.find_element(By.ID, "lc-instance")
+        assert instance.get_attribute("data-row") == "3"
+        assert len(instance.find_elements(By.CSS_SELECTOR, "svg.lc-instance rect")) >= 9 * 4  # the 3 x 3 grid
+        pointer_to(chromium, 3).click().perform()
+        assert chromium.find_element(By.ID, "lc-pattern").get_attribute("data-row") == "3"
+        assert severe(chromium) == []
+    finally:
+        chromium.switch_to.default_content()
