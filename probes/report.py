@@ -43,8 +43,8 @@ from probes.figures import (
 from probes.run_analysis import ANALYSIS_STEPS, RunAnalysis, RunInput, analyse_run, summary_rows
 from probes.tables import NA, UNDEFINED, format_score
 
-__all__ = ["EMERGENCE_SECTION", "REPORT_FILE", "SECTIONS", "SUMMARY_FILE", "Report", "RunAnalysis", "RunInput", "analyse_run",
-           "build_report"]
+__all__ = ["CAUSAL_SECTION", "EMERGENCE_SECTION", "EXPLORER_SECTION", "REPORT_FILE", "SECTIONS", "SUMMARY_FILE", "Report",
+           "RunAnalysis", "RunInput", "alignment_table", "analyse_run", "build_report", "erasure_table"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +62,58 @@ SECTIONS = (
 """Section titles of the report, in order ("UMAP" reads "PCA" when the report embeds with PCA). When a run comes with
 a rule-emergence table, `EMERGENCE_SECTION` follows "Training curves"."""
 EMERGENCE_SECTION = "Rule codes over training"
+EXPLORER_SECTION = "Explorer"
+"""Follows the embedding section when a run comes with an explorer (`RunInput.explorer_html`)."""
+CAUSAL_SECTION = "Does the model use the code?"
+"""Closes the page when a run comes with causal results (`RunInput.causal`)."""
+
+ALIGNMENT_HEADER = ["layer", "k", "IIA", "95% interval", "identity rotation", "random rotation",
+                    "same-rule source (floor)", "unpatched = counterfactual", "IIA, training rule sets", "n"]
+ERASURE_HEADER = ["layer", "erased rank", "accuracy clean", "accuracy LEACE", "accuracy random erasure",
+                  "decodability clean", "decodability LEACE", "decodability random erasure", "majority floor",
+                  "LEACE − floor"]
+
+
+def _cell(row: Mapping[str, Any], key: str, signed: bool = False) -> str:
+    value = row.get(key)
+    return format_score(float(value), signed=signed) if isinstance(value, int | float) else NA
+
+
+def alignment_table(result: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """The IIA table of an alignment search's plain result (what `alignment.json` holds: `rows` with `layer`, `k`,
+    `iia`, `iia_low`, `iia_high`, `identity`, `random`, `same_rule`, `clean_counterfactual`, `train_iia`, `n`):
+    (header, rows) as `_Page.table` takes them, each IIA beside its controls."""
+    rows = []
+    for row in result.get("rows", []):
+        interval = f"[{_cell(row, 'iia_low')}, {_cell(row, 'iia_high')}]"
+        rows.append((str(row.get("layer")), [str(row.get("k")), _cell(row, "iia"), interval, _cell(row, "identity"),
+                                              _cell(row, "random"), _cell(row, "same_rule"),
+                                              _cell(row, "clean_counterfactual"), _cell(row, "train_iia"),
+                                              str(row.get("n", NA))]))
+    return ALIGNMENT_HEADER, rows
+
+
+def erasure_table(result: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """The erasure table of an erasure experiment's plain result (what `erasure.json` holds: `rows` with `layer`,
+    `rank`, `acc_clean`, `acc_leace`, `acc_random`, `decode_clean`, `decode_leace`, `decode_random`,
+    `decode_floor`): (header, rows), the accuracy after LEACE beside random erasure and the decodability after it
+    beside the floor."""
+    rows = []
+    for row in result.get("rows", []):
+        gap = (float(row["decode_leace"]) - float(row["decode_floor"])
+               if isinstance(row.get("decode_leace"), int | float) and isinstance(row.get("decode_floor"), int | float)
+               else None)
+        rows.append((str(row.get("layer")), [str(row.get("rank", NA)), _cell(row, "acc_clean"),
+                                              _cell(row, "acc_leace"), _cell(row, "acc_random"),
+                                              _cell(row, "decode_clean"), _cell(row, "decode_leace"),
+                                              _cell(row, "decode_random"), _cell(row, "decode_floor"),
+                                              format_score(gap, signed=True)]))
+    return ERASURE_HEADER, rows
+
+
+def _settings(result: Mapping[str, Any], keys: Sequence[str]) -> str:
+    params = result.get("params") or {}
+    return ", ".join(f"{key} {params[key]}" for key in keys if key in params)
 
 
 @dataclass(frozen=True)
@@ -283,6 +335,12 @@ def build_report(
     with_emergence = {name: run.emergence for name, run in runs.items() if run.emergence}
     if with_emergence:
         sections.insert(sections.index("Training curves") + 1, EMERGENCE_SECTION)
+    with_explorer = {name: run.explorer_html for name, run in runs.items() if run.explorer_html}
+    if with_explorer:
+        sections.insert(sections.index(shown["UMAP"]) + 1, EXPLORER_SECTION)
+    with_causal = {name: run.causal for name, run in runs.items() if run.causal}
+    if with_causal:
+        sections.append(CAUSAL_SECTION)
     page.add(f"<h1>{html.escape(title)}</h1>")
     page.add(
         "<nav>"
@@ -399,6 +457,17 @@ def build_report(
             page.add(f"<h4>{html.escape(name)}</h4>")
             page.figure(embedding_figure(a.embedding))
 
+    if with_explorer:
+        page.heading(EXPLORER_SECTION)
+        page.note(
+            "The codes linked to their instances: hover a point to see its instance, click it for its per-head code "
+            "and attention pattern at the site, draw a box or lasso to list the labels in the selection and their "
+            "purity. Each explorer is a self-contained page inside a frame (`latentcode.explore`)."
+        )
+        for name, fragment in with_explorer.items():
+            page.add(f"<h4>{html.escape(name)}</h4>")
+            page.add(f'<div class="explorer">{fragment}</div>')
+
     page.heading(shown["Code heatmaps"])
     for name, a in analyses.items():
         if not _no_codes(page, a, "heatmaps"):
@@ -407,6 +476,36 @@ def build_report(
                 page.figure(code_heatmap_figure(a.run.codes))
             except ValueError as err:
                 page.note(str(err))
+
+    if with_causal:
+        page.heading(CAUSAL_SECTION)
+        page.note(
+            "The rule can be read from the codes; does the model use it? Alignment search (`latentcode causal "
+            "align`): a rotation of each layer's code, trained on the training rule sets, swaps its first k "
+            "coordinates from a source instance; IIA = how often the answer on held-out rule sets becomes the "
+            "counterfactual one (the source's rule applied to the base's panels), with its 95% Wilson interval, "
+            "beside the identity rotation (a plain transplant of k heads' codes), a random rotation, a source with "
+            "the base's own rules (the floor), how often the unpatched answer already is the counterfactual one and "
+            "the IIA on the training rule sets. Erasure (`latentcode causal erase`): the rule removed from one "
+            "layer's codes with LEACE; the model's held-out accuracy before and after, beside erasing a random "
+            "subspace of the same rank, and the rule's decodability after erasure beside the majority floor. An "
+            "erasure that leaves decodability above the floor failed, and the accuracy after it means nothing."
+        )
+        for name, causal in with_causal.items():
+            page.add(f"<h4>{html.escape(name)}</h4>")
+            if causal.get("source"):
+                page.note(f"read from {causal['source']}")
+            alignment, erasure = causal.get("alignment"), causal.get("erasure")
+            if alignment:
+                page.add(f"<p>Alignment search ({html.escape(_settings(alignment, ('n_samples', 'n_train', 'steps', 'seed')))})</p>")
+                page.table(*alignment_table(alignment))
+            else:
+                page.note(f"{name}: no alignment search; run `latentcode causal align`.")
+            if erasure:
+                page.add(f"<p>LEACE erasure ({html.escape(_settings(erasure, ('n_samples', 'n_fit', 'seed')))})</p>")
+                page.table(*erasure_table(erasure))
+            else:
+                page.note(f"{name}: no erasure; run `latentcode causal erase`.")
 
     from plotly.offline import get_plotlyjs
 

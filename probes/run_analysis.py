@@ -43,6 +43,11 @@ class RunInput:
             with its columns); when given, the report shows rule decoding over training.
         merge: groups of label values that the task says share one code (e.g. SRAVEN's addition and
             subtraction); the decoding then reports a merged score beside the plain one (`decode_rules(merge=)`).
+        explorer_html: an interactive view of the run's codes as one self-contained HTML element (latentcode's
+            explorer: `Explorer.to_html(full=False)`, an `<iframe srcdoc>`), embedded in the report as given.
+        causal: plain causal results of the run: `{"alignment": {...}, "erasure": {...}, "source": "..."}`, each
+            result as its `alignment.json` / `erasure.json` holds it (`rows`, `params`); the report shows them in
+            its section "Does the model use the code?".
     """
 
     name: str
@@ -52,6 +57,8 @@ class RunInput:
     variant: str | None = None
     emergence: list[Any] = field(default_factory=list)
     merge: tuple[tuple[Any, ...], ...] | None = None
+    explorer_html: str | None = None
+    causal: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +112,8 @@ class RunAnalysis:
         out["constant_layers"] = self.constant_layers
         out["code_spread"] = self.spread.to_dict() if self.spread is not None else None
         out["errors"] = self.errors
+        if run.causal:
+            out["causal"] = dict(run.causal)
         return _jsonable(out)
 
 

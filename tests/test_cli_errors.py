@@ -85,10 +85,18 @@ def test_the_demo_refuses_an_out_folder_inside_checkpoints(capsys):
     assert "--out checkpoints/demo is inside the shipped checkpoints folder" in _err(capsys)
 
 
+def test_the_report_refuses_a_causal_folder_that_is_not_there(capsys):
+    assert main(["report", "sraven-hyla", "--causal", "no/such/folder"]) == 2
+    err = _err(capsys)
+    assert "--causal no/such/folder is not a folder" in err and "e.g. --causal results/causal" in err
+    assert err.count("\n") == 1
+
+
 @pytest.mark.parametrize("argv", [
     ["decode", "sraven-hyal"],
     ["decode", "checkpoints/sraven-hyla", "--out", "checkpoints/x"],
     ["figures", "sraven-hyla", "--fromat", "png"],
+    ["report", "sraven-hyla", "--causal", "no/such/folder"],
 ])
 def test_every_refusal_comes_before_torch_is_imported(argv):
     code = ("import sys; from latentcode.cli import main; rc = main(sys.argv[1:]); "

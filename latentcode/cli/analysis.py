@@ -261,8 +261,10 @@ def _add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="Decode, cluster, compare rules, embed and plot the codes of each run and write "
         "report.html (with plotly.min.js beside it; works offline) and summary.json, with the runs side by side and every "
         "decoding score beside its floors and the input-only control. Runs without codes at the reading get them "
-        "extracted first (a shipped checkpoint's are kept in memory, never written into it).",
-        example="latentcode report fuzzy_logic-hyla --seed 1",
+        "extracted first (a shipped checkpoint's are kept in memory, never written into it). Each run gets an "
+        "interactive explorer of its codes, and a section 'Does the model use the code?' where `latentcode causal` "
+        "results for it exist.",
+        example="latentcode report sraven-hyla --causal results/causal",
     )
     _add_run(parser, several=True)
     parser.add_argument("--out", type=Path, metavar="DIR",
@@ -273,6 +275,13 @@ def _add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
     _add_inputs(parser)
     parser.add_argument("--title", help="page title (default: the runs and the codes' reading)")
     parser.add_argument("--embed", choices=("umap", "pca"), default="umap", help="embedding (default: umap)")
+    parser.add_argument("--no-explorer", dest="explorer", action="store_false",
+                        help="leave out each run's interactive explorer (1,024 codes, about 1 MB per run)")
+    parser.add_argument("--causal", type=Path, default=None, metavar="DIR",
+                        help="folder of `latentcode causal align|erase` results per run name (DIR/NAME/, or "
+                             "DIR/NAME/align and DIR/NAME/erase), shown in the section 'Does the model use the "
+                             "code?'; default: runs/causal, where that command writes; the committed results: "
+                             "--causal results/causal")
     _add_n_samples(parser)
     _add_device(parser)
     _add_progress(parser)
@@ -281,13 +290,17 @@ def _add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 @_constant_codes_as_log_lines
 def _cmd_report(args: argparse.Namespace) -> int:
+    if args.causal is not None and not args.causal.is_dir():
+        raise ValueError(f"--causal {args.causal} is not a folder; give the folder of `latentcode causal` results, "
+                         "e.g. --causal results/causal")
     found = [_where(args, target) for target in args.runs]
     out = found[0][2] if len(found) == 1 else args.out  # several runs: --out, checked by _where
     from latentcode.pipelines.run_report import report_runs
 
     runs = [_open(run_dir, name, args.device) for run_dir, name, _ in found]
     path = report_runs(runs, out, positions=args.positions, inputs=args.inputs, title=args.title,
-                       embed_method=args.embed, n_samples=args.n_samples, progress=args.progress)
+                       embed_method=args.embed, n_samples=args.n_samples, progress=args.progress,
+                       explorer=args.explorer, causal_dir=args.causal)
     _echo(f"report: {path}")
     _echo(f"summary: {path.with_name('summary.json')}")
     return 0

@@ -356,6 +356,7 @@ def _demo(out: str | os.PathLike, train: bool, variants: Sequence[str], task: st
              for variant, run in pairs]
     report, notes = report_with_notes(runs, out, positions="paper", inputs=inputs, embed_method=embed_method,
                                       device=device, progress=progress, n_samples=n_samples, seed=seed, names=names,
+                                      explorer=False,
                                       title=f"latentcode demo: {', '.join(variants)} on {task}, {source}")
     extra_decodings = {}
     for run in runs:

@@ -18,7 +18,7 @@ from latentcode.training.diagnostics import LIVE_KEY, format_live_fraction, run_
 from probes._compat import renamed_kwargs
 from probes.report import Report, RunInput, build_report
 
-__all__ = ["EVALUATED_STEP", "LIVE_SUMMARY", "report_runs", "run_summary"]
+__all__ = ["CAUSAL_DIR", "EVALUATED_STEP", "EXPLORER_CODES", "LIVE_SUMMARY", "find_causal", "report_runs", "run_summary"]
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +27,44 @@ LIVE_SUMMARY = "value network live"
 """Summary key of the value-network live fraction (`latentcode.training.diagnostics`) in reports."""
 EVALUATED_STEP = "last evaluated step"
 """Summary key of the step of the final test/OOD metrics, given only when it is not the run's last step."""
+EXPLORER_CODES = 1024
+"""Codes in each run's explorer in the report (half from training rule sets, half held out), which keeps a report's
+explorer near 1 MB."""
+CAUSAL_DIR = Path("runs") / "causal"
+"""Where the report looks for causal results by default: where `latentcode causal` writes them."""
+_CAUSAL_FILES = {"alignment": ("alignment.json", "align"), "erasure": ("erasure.json", "erase")}
+
+
+def find_causal(name: str, causal_dir: str | os.PathLike | None = None) -> dict[str, Any] | None:
+    """The causal results `latentcode causal align|erase` wrote for run `name`, as plain data for the report:
+    `{"alignment": <alignment.json>, "erasure": <erasure.json>, "source": <folder>}` (each key only where its file
+    is), or None when there are none.
+
+    Looks in `<causal_dir>/<name>/` and in its `align/` and `erase/` subfolders (the command's default layout),
+    `causal_dir` defaulting to `CAUSAL_DIR` (runs/causal). The committed results are in `results/causal`."""
+    import json
+
+    root = Path(causal_dir if causal_dir is not None else CAUSAL_DIR) / name
+    found: dict[str, Any] = {}
+    for key, (file, sub) in _CAUSAL_FILES.items():
+        for path in (root / file, root / sub / file):
+            if path.is_file():
+                found[key] = json.loads(path.read_text())
+                break
+    if not found:
+        return None
+    found["source"] = root.as_posix()
+    return found
+
+
+def run_explorer(run: OpenRun, *, n_codes: int = EXPLORER_CODES, method: str = "umap", seed: int = 0) -> str:
+    """The run's explorer (`latentcode.explore`) as the `<iframe srcdoc>` element the report embeds: `n_codes`
+    codes, half from the training split and half from held-out rule sets."""
+    from latentcode.explore.explorer import explore
+
+    splits = ("train", "ood")
+    return explore(run, method=method, n_samples=max(1, n_codes // len(splits)), splits=splits,
+                   seed=seed).to_html(full=False)
 
 
 def run_summary(run_dir: OpenRun | str | os.PathLike) -> dict[str, Any]:
@@ -72,6 +110,8 @@ def report_runs(
     n_samples: int | None = None,
     device: str = "cpu",
     progress: bool | None = None,
+    explorer: bool = True,
+    causal_dir: str | os.PathLike | None = None,
 ) -> Path:
     """Run every probe on one or more runs and write `report.html` and `summary.json`.
 
@@ -81,7 +121,9 @@ def report_runs(
     instances per split its codes hold (`n_per_split`). The reading is in the default title and in each run's
     `summary.json` entry (`meta.reading`, `decoding.reading`). A run with a rule-emergence table
     (RUN/emergence/emergence.csv, which `latentcode emergence RUN` writes) gets a section on rule decoding over
-    training. Repeated probe warnings (`collect_probe_warnings`) are
+    training. Each run gets an interactive explorer of `EXPLORER_CODES` codes (`latentcode.explore`; `explorer=False`
+    leaves it out), and a section "Does the model use the code?" where `latentcode causal align|erase` results for
+    it exist (`find_causal`: `<causal_dir>/<run name>/`). Repeated probe warnings (`collect_probe_warnings`) are
     logged as one line per kind.
 
     Args:
@@ -94,6 +136,9 @@ def report_runs(
         n_samples: instances per split (None: the codes already there, else each task's default, `N_SAMPLES`).
         device: where the models run if codes must be extracted first.
         progress: progress bar (None: only on a terminal).
+        explorer: embed each run's explorer (about 1 MB per run).
+        causal_dir: the folder holding causal results per run name (default runs/causal, where `latentcode causal`
+            writes; the committed ones are in results/causal).
 
     Returns:
         The path of report.html.
@@ -105,7 +150,7 @@ def report_runs(
     """
     report, notes = report_with_notes(run_dirs, out_dir, positions=positions, inputs=inputs, title=title,
                                       embed_method=embed_method, device=device, progress=progress,
-                                      n_samples=n_samples)
+                                      n_samples=n_samples, explorer=explorer, causal_dir=causal_dir)
     for note in notes:
         logger.warning("report: %s", note)
     return report.path
@@ -136,6 +181,8 @@ def report_with_notes(
     n_samples: int | None = None,
     seed: int = 0,
     names: Sequence[str] | None = None,
+    explorer: bool = True,
+    causal_dir: str | os.PathLike | None = None,
 ) -> tuple[Report, list[str]]:
     """`report_runs`, returning the whole `Report` (its `summary` is what summary.json holds) and the warnings it
     collected, as summary lines, instead of logging them. `names`: how the report names each run (default:
@@ -150,6 +197,9 @@ def report_with_notes(
             f"{len(runs)} runs given but no output folder; pass out_dir= (CLI: --out DIR), e.g. --out . for "
             "the current directory (latentcode writes only where it is told or into the one run it was given)"
         )
+    if causal_dir is not None and not Path(causal_dir).is_dir():
+        raise ValueError(f"causal_dir={str(causal_dir)!r} (CLI: --causal) is not a folder; give the folder of "
+                         "`latentcode causal` results, e.g. results/causal")
     if embed_method not in ("umap", "pca"):
         raise ValueError(f"embed_method={embed_method!r} is not one of umap, pca")
     if n_samples is not None and (isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples <= 0):
@@ -165,6 +215,7 @@ def report_with_notes(
             raise ValueError(mismatch)
 
     run_inputs: list[RunInput] = []
+    skipped: list[str] = []
     for run, name, reading in zip(runs, names or run_names(runs), readings, strict=True):
         codes, _ = codes_for(run, run.path, positions=positions, inputs=reading, n_samples=n_samples,
                              progress=progress, save=not run.shipped, seed=seed)
@@ -173,11 +224,18 @@ def report_with_notes(
         if LIVE_SUMMARY not in summary and run.config.model.value_net == "mlp":  # a run trained before the diagnostic
             summary[LIVE_SUMMARY] = format_live_fraction(run_value_live_fraction(run))
         merge = getattr(run.task, "shared_codes", {}).get(codes.label) if codes is not None else None
+        fragment = None
+        if explorer:
+            try:
+                fragment = run_explorer(run, method=embed_method, seed=seed)
+            except ValueError as err:  # e.g. a task without a renderer: the report goes on without the explorer
+                skipped.append(f"{name}: no explorer: {err}")
         run_inputs.append(RunInput(name=name, codes=codes, metrics=run.metrics, summary=summary,
-                                   variant=run.config.model.variant, emergence=_emergence_rows(run), merge=merge))
+                                   variant=run.config.model.variant, emergence=_emergence_rows(run), merge=merge,
+                                   explorer_html=fragment, causal=find_causal(run.path.name, causal_dir)))
     if title is None:
         shown = sorted({run.codes.reading or "reading not recorded" for run in run_inputs})
         title = f"latentcode report: {', '.join(run.name for run in run_inputs)} (codes read at {'; '.join(shown)})"
     with collect_probe_warnings() as notes:
         report = build_report(run_inputs, out, title=title, embed_method=embed_method, progress=progress)
-    return report, notes
+    return report, skipped + notes
