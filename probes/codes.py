@@ -16,25 +16,19 @@ from typing import Any
 
 import numpy as np
 
-from probes._codes_io import (  # noqa: F401 (_atomic_write, _jsonable, _npz_and_json importable here as before)
-    _atomic_write,
-    _jsonable,
-    _npz_and_json,
+from probes.codes_io import (
     check_labels,
     check_meta,
     read_codes,
     write_codes,
 )
-from probes._compat import warn_renamed
-from probes.labels import _class_labels  # noqa: F401 (the probes' label reader, importable here as before)
-from probes.metadata import (  # noqa: F401 (meta_reading*, reading_text and LEGACY_INPUTS were public here)
-    LEGACY_INPUTS,
+from probes.deprecation import warn_renamed
+from probes.metadata import (
     meta_control,
     meta_label_kinds,
     meta_reading,
     meta_reading_inputs,
     meta_value,
-    reading_text,
 )
 
 logger = logging.getLogger(__name__)

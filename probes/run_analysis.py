@@ -17,7 +17,8 @@ from typing import Any, Literal
 import numpy as np
 
 from probes.cluster import ClusteringResult, cluster_codes
-from probes.codes import LatentCodes, _jsonable
+from probes.codes import LatentCodes
+from probes.codes_io import jsonable
 from probes.decoding.decode import decode_rules
 from probes.decoding.headline import HEADLINE, Headline
 from probes.decoding.results import DecodingResult
@@ -105,7 +106,7 @@ class RunAnalysis:
         out["constant_layers"] = self.constant_layers
         out["code_spread"] = self.spread.to_dict() if self.spread is not None else None
         out["errors"] = self.errors
-        return _jsonable(out)
+        return jsonable(out)
 
 
 def analyse_run(

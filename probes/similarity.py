@@ -14,8 +14,8 @@ from typing import Any, Literal
 import numpy as np
 from scipy.stats import rankdata
 
-from probes._compat import renamed_kwargs, warn_renamed
-from probes.codes import LatentCodes, _class_labels, _jsonable
+from probes.codes import LatentCodes
+from probes.codes_io import jsonable
 from probes.decoding.fit import LayerChoice, _single_threaded
 from probes.degenerate import (
     CONSTANT_RTOL,
@@ -25,6 +25,8 @@ from probes.degenerate import (
     relative_spread,
     warn_constant,
 )
+from probes.deprecation import renamed_kwargs, warn_renamed
+from probes.labels import class_labels
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ def class_means(
         ([2, 2, 0], [0.5, 2.5])
     """
     rows = codes.select(split=split) if split is not None else codes
-    name, y, classes, names = _class_labels(rows, label)
+    name, y, classes, names = class_labels(rows, label)
     if y.ndim == 2:
         member = np.zeros((rows.n_samples, len(classes)), dtype=bool)
         np.put_along_axis(member, y, True, axis=1)
@@ -102,7 +104,7 @@ class RuleSimilarity:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict."""
-        return _jsonable(asdict(self))
+        return jsonable(asdict(self))
 
     def most_similar(self, k: int = 3) -> list[tuple[str, str, float]]:
         """The `k` most similar pairs of distinct classes, most similar first."""
@@ -189,7 +191,7 @@ class TopographicResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict."""
-        return _jsonable(asdict(self))
+        return jsonable(asdict(self))
 
 
 def _pairs(n: int, n_pairs: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

@@ -27,8 +27,8 @@ from latentcode.causal.patching import (
     site_mask,
 )
 from latentcode.codes.extract import resolve_positions
+from latentcode.deprecation import renamed_kwargs
 from latentcode.tasks.base import Batch
-from probes._compat import renamed_kwargs
 
 __all__ = [
     "Ablate",

@@ -20,9 +20,9 @@ from torch import Tensor
 
 from latentcode.causal.edits import Ablate, Edit, EditFn, Steer, Transplant, Zero
 from latentcode.codes.extract import resolve_positions
+from latentcode.deprecation import renamed_kwargs
 from latentcode.model.hooks import HOOK_ALIASES, HOOK_NAMES, hook_name, hooks
 from latentcode.tasks.base import Batch
-from probes._compat import renamed_kwargs
 
 __all__ = ["Ablate", "Edit", "InterventionResult", "PositionsArg", "Site", "Steer", "Transplant", "Zero", "check_layers",
            "intervene", "site_mask"]

@@ -31,9 +31,10 @@ from latentcode.codes.readings import (
     resolve_positions,
     task_code_meta,
 )
+from latentcode.deprecation import renamed_kwargs
 from latentcode.model.hooks import hook_name, split_hook_name
-from probes._compat import renamed_kwargs
-from probes.codes import LatentCodes, reading_text
+from probes.codes import LatentCodes
+from probes.metadata import reading_text
 
 __all__ = [
     "POSITIONS",

@@ -23,6 +23,7 @@ from typing import Any
 
 from latentcode.codes.extract import check_extraction, code_reading
 from latentcode.constants import FIGURES_DIR
+from latentcode.deprecation import renamed_kwargs
 from latentcode.pipelines.opened_run import (
     EXTRACT_DEFAULTS,
     OpenRun,
@@ -32,7 +33,6 @@ from latentcode.pipelines.opened_run import (
 )
 from latentcode.pipelines.run_codes import check_out_dir, codes_for, find_codes
 from latentcode.rundir.directory import atomic_write_json, record_outputs
-from probes._compat import renamed_kwargs
 from probes.decoding.decode import decode_rules
 from probes.decoding.results import DecodingResult
 from probes.degenerate import ConstantCodesWarning, check_constant_codes

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from latentcode.deprecation import renamed_kwargs
 from latentcode.pipelines.demo_table import (
     DemoResult,
     SeedTable,
@@ -28,7 +29,6 @@ from latentcode.pipelines.demo_table import (
     seed_row,
     skipped_note,
 )
-from probes._compat import renamed_kwargs
 from probes.degenerate import check_constant_codes
 
 __all__ = [

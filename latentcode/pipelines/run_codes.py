@@ -30,7 +30,7 @@ from latentcode.rundir.checkpoint import RunConfig
 from latentcode.rundir.directory import record_outputs
 from latentcode.rundir.files import RunFiles
 from latentcode.rundir.pretrained import analysis_out_dir, check_out_folder, check_writable  # noqa: F401 (importable here too)
-from probes.codes import meta_reading, meta_reading_inputs
+from probes.metadata import meta_reading, meta_reading_inputs
 
 __all__ = ["EXTRACT_DEFAULTS", "analysis_dir", "codes_path", "ensure_codes", "load_codes"]
 

@@ -22,6 +22,7 @@ import torch
 from latentcode._version import __version__
 from latentcode.config import ModelConfig, TrainConfig
 from latentcode.constants import CONFIG_FILE, RUN_KIND
+from latentcode.deprecation import renamed_kwargs
 from latentcode.model.transformer import Transformer
 from latentcode.rundir.directory import (  # noqa: F401 (the file helpers moved to directory.py in 0.2; importable here as before)
     RUN_FILES,
@@ -42,7 +43,6 @@ from latentcode.rundir.directory import (  # noqa: F401 (the file helpers moved 
 from latentcode.rundir.files import RunFiles
 from latentcode.rundir.weights import load_model_weights, save_model
 from latentcode.tasks.base import Task, task_from_dict
-from probes._compat import renamed_kwargs
 
 logger = logging.getLogger(__name__)
 

@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 
 from latentcode.config import ModelConfig, TrainConfig
 from latentcode.constants import MODEL_FILE
+from latentcode.deprecation import renamed_kwargs
 from latentcode.model.attention import set_fused_attention
 from latentcode.model.transformer import Transformer
 from latentcode.rundir.checkpoint import Run, RunConfig, read_metrics, truncate_metrics
@@ -46,7 +47,6 @@ from latentcode.training.record import NonFiniteLossError, RunDirectory, RunReco
 from latentcode.training.resume import DeferredInterrupt, deadline_after, kept_on_resume, prepare_run_dir
 from latentcode.training.train_state import load_checkpoint, restore_rng
 from latentcode.training.train_step import StepOutput, allow_tf32, make_train_step, resolve_device, step_seeds
-from probes._compat import renamed_kwargs
 
 logger = logging.getLogger(__name__)
 

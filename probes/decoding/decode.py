@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from probes._compat import renamed_kwargs
 from probes.codes import LatentCodes
 from probes.decoding.controls import input_only_r2, input_only_term_f1, run_controls
 from probes.decoding.fit import (
@@ -28,6 +27,7 @@ from probes.decoding.fit import (
 from probes.decoding.results import BitRegressionResult, DecodingResult, TermDecodingResult
 from probes.decoding.ridge import fit_bits
 from probes.degenerate import CONSTANT_RTOL
+from probes.deprecation import renamed_kwargs
 
 __all__ = ["decode_rules", "decode_terms", "ridge_bits"]
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from probes._compat import warn_renamed
-from probes.codes import _jsonable
+from probes.codes_io import jsonable
+from probes.deprecation import warn_renamed
 
 __all__ = ["HEADLINE", "Baseline", "Controls", "Headline"]
 
@@ -105,7 +105,7 @@ class Headline:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict with `best`, `best_of` and `codes_minus_best` (NaN -> null)."""
-        return _jsonable({**asdict(self), "best": self.best, "best_of": self.best_of,
+        return jsonable({**asdict(self), "best": self.best, "best_of": self.best_of,
                           "codes_minus_best": self.over_best})
 
 

@@ -15,7 +15,7 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from probes.codes import _jsonable
+from probes.codes_io import jsonable
 from probes.decoding.headline import HEADLINE, Baseline, Controls, Headline
 from probes.tables import NA, UNDEFINED, align_columns
 from probes.tables import format_score as _fmt
@@ -140,7 +140,7 @@ class TermDecodingResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict (NaN -> null), with `headline`: split -> `Headline.to_dict()`."""
-        return _jsonable({**asdict(self), "headline": {s: h.to_dict() for s, h in self.headlines().items()}})
+        return jsonable({**asdict(self), "headline": {s: h.to_dict() for s, h in self.headlines().items()}})
 
     def table(self) -> str:
         """Mean per-class F1 per layer and split beside the always-present floor, the input-only control and the
@@ -206,7 +206,7 @@ class BitRegressionResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict (NaN -> null), with `headline`: split -> `Headline.to_dict()`."""
-        return _jsonable({**asdict(self), "headline": {s: h.to_dict() for s, h in self.headlines().items()}})
+        return jsonable({**asdict(self), "headline": {s: h.to_dict() for s, h in self.headlines().items()}})
 
     def table(self) -> str:
         """Mean R² over bits per layer (grouped CV on train, then train -> each split) beside the train-mean floor,
@@ -385,7 +385,7 @@ class DecodingResult:
         headline = {m: {s: h.to_dict() for s, h in by_split.items()} for m, by_split in self.headlines().items()}
         top = {s: {layer: [c._asdict() for c in self.top_confusions(5, s, layer)] for layer in self.layer_names}
                for s in self.splits}
-        return _jsonable({**asdict(self), "headline": headline, "top_confusions": top})
+        return jsonable({**asdict(self), "headline": headline, "top_confusions": top})
 
     def table(self) -> str:
         """Plain-text table: per probe, train and evaluation scores beside chance, majority and the input-only

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from probes import decode_rules, rule_similarity, topographic_similarity
-from probes._compat import renamed_kwargs
+from probes.deprecation import renamed_kwargs
 
 
 def test_renamed_kwargs_warns_at_the_caller_and_rejects_both_names():
