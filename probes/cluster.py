@@ -1,6 +1,6 @@
 """Clustering of latent codes against ground truth: k-means per layer, scored by AMI, ARI and silhouette.
 
-Unsupervised counterpart of `probes.decode`: do codes fall into groups that match the rules without being
+Unsupervised counterpart of `probes.decoding`: do codes fall into groups that match the rules without being
 told the rules? Set labels (fuzzy-logic `terms`) are compared as whole compositions. Constant layers
 (`probes.degenerate`) are not clustered: k-means on rounding noise scores nothing. No plotting here.
 """

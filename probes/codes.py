@@ -119,7 +119,7 @@ class LatentCodes:
             (softmax | none | rms_head), and what the task declares for the probes (`probes.metadata`):
             `label_kinds`, `composition_label`, `control`.
         inputs: optional float32 [n, pos, d_in], the raw input tokens of each row's instance (what the
-            input-only and control-task probes of `probes.controls` read); None in files written before it.
+            input-only and control-task probes of `probes.decoding.controls` read); None in files written before it.
 
     Example:
         >>> import numpy as np

@@ -23,7 +23,7 @@ from latentcode.model.hooks import hook_name
 from latentcode.model.transformer import Transformer, build_model
 from latentcode.tasks.fuzzy_logic import FuzzyLogic
 from latentcode.tasks.sraven import SRaven
-from probes.decode import make_probe
+from probes.decoding.fit import make_probe
 
 TASKS = {"sraven": SRaven, "fuzzy_logic": FuzzyLogic}
 

@@ -239,7 +239,7 @@ def code_direction(
     Raises:
         ValueError: an unfitted or non-linear probe, or an unknown class.
     """
-    from probes.estimators import code_space_directions
+    from probes.decoding.estimators import code_space_directions
 
     directions, classes = code_space_directions(probe)
     hits = np.flatnonzero(np.asarray(classes).astype(str) == str(target))

@@ -276,7 +276,7 @@ def extract_latent_codes(
     key = torch.as_tensor(spec.key, device=run_device)
 
     rows: list[np.ndarray] = []
-    tokens: list[np.ndarray] = []  # raw inputs per row, for the input-only controls (probes.controls)
+    tokens: list[np.ndarray] = []  # raw inputs per row, for the input-only controls (probes.decoding.controls)
     row_splits: list[np.ndarray] = []
     raw: dict[str, list[np.ndarray]] = {}
     n_batches = sum(-(-n_samples // batch_size) for _ in splits)

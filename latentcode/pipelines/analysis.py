@@ -321,17 +321,3 @@ def collect_probe_warnings() -> Iterator[list[str]]:
         total = sum(texts.values())
         shown = list(texts) if len(texts) == 1 else [f"{t} (×{n})" if n > 1 else t for t, n in texts.items()]
         notes.append(f"{name} ×{total}: " + "; ".join(shown))
-
-
-
-
-_MOVED_TO_DEMO = ("DEMO_PRETRAINED_TASK", "DEMO_SETTINGS", "DEMO_VARIANTS", "DemoResult", "demo")
-
-
-def __getattr__(name: str) -> Any:
-    """`demo` and its settings moved to `latentcode.pipelines.demo`; importing them from here keeps working."""
-    if name in _MOVED_TO_DEMO:
-        import importlib
-
-        return getattr(importlib.import_module("latentcode.pipelines.demo"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,7 +14,8 @@ from typing import Any
 from latentcode.deprecation import renamed_kwargs
 from latentcode.pipelines.analysis import collect_probe_warnings
 from latentcode.pipelines.opened_run import OpenRun, check_reading, open_run
-from latentcode.pipelines.run_codes import check_out_dir, check_writable, codes_for, find_codes
+from latentcode.pipelines.run_codes import check_out_dir, codes_for, find_codes
+from latentcode.rundir.pretrained import check_writable
 from latentcode.training.diagnostics import LIVE_KEY, format_live_fraction, run_value_live_fraction
 from probes.report import Report, RunInput, build_report
 

@@ -24,25 +24,16 @@ from latentcode.config import ModelConfig, TrainConfig
 from latentcode.constants import CONFIG_FILE, RUN_KIND
 from latentcode.deprecation import renamed_kwargs
 from latentcode.model.transformer import Transformer
-from latentcode.rundir.directory import (  # noqa: F401 (the file helpers moved to directory.py in 0.2; importable here as before)
-    RUN_FILES,
-    TRAIN_HINT,
+from latentcode.rundir.directory import (
     CheckpointError,
     _read_json,
-    _require_file,
     atomic_write_bytes,
     atomic_write_json,
-    check_force_target,
-    is_run_dir,
-    is_shipped,
-    read_manifest,
-    record_outputs,
-    remove_run_files,
-    remove_stale_temp_files,
 )
 from latentcode.rundir.files import RunFiles
 from latentcode.rundir.weights import load_model_weights, save_model
-from latentcode.tasks.base import Task, task_from_dict
+from latentcode.tasks.base import Task
+from latentcode.tasks.registry import task_from_dict
 
 logger = logging.getLogger(__name__)
 

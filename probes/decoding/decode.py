@@ -72,7 +72,7 @@ def decode_rules(
         random_state: probe seed.
         fuzzy_extras: also run `decode_terms` on the codes' set label and `ridge_bits` on their bits label, where
             their metadata has them (`LatentCodes.labels_of_kind`: fuzzy logic's `terms` and `term_bits`).
-        controls: when the codes carry `inputs`, also fit the controls (`probes.controls.run_controls`).
+        controls: when the codes carry `inputs`, also fit the controls (`probes.decoding.controls.run_controls`).
         progress: show a progress bar (None: only on a terminal).
         rtol: a layer whose codes vary by at most this fraction of their RMS is constant
             (`probes.degenerate.CONSTANT_RTOL`).

@@ -23,7 +23,7 @@ HEADLINE = "codes − best"
 
 @dataclass(frozen=True)
 class Controls:
-    """The controls of one decoding, per evaluation split (fitted by `probes.controls.run_controls`).
+    """The controls of one decoding, per evaluation split (fitted by `probes.decoding.controls.run_controls`).
 
     Attributes:
         label: the label decoded.

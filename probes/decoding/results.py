@@ -103,7 +103,7 @@ class TermDecodingResult:
         f1: split -> F1 [layer, class] (NaN: skipped, or no positives predicted or present in the split).
         support: split -> rows containing each class [class].
         input_only_f1: split -> mean F1 of the same per-class probes on the raw input tokens (the input-only
-            control, `probes.controls`), or None when the codes carry no inputs.
+            control, `probes.decoding.controls`), or None when the codes carry no inputs.
         always_present_f1: split -> the floor: mean F1, over the evaluated classes, of answering "present" for
             every row (per class 2s / (n + s) for s of the split's n rows holding it; 0 for a class absent there).
         reading: where and on what inputs the codes were read (`LatentCodes.reading`), or None.
@@ -236,7 +236,7 @@ class DecodingResult:
         layers: one `LayerDecoding` per probe (each layer, then "all").
         terms: fuzzy logic: per-term F1 (`decode_terms`), else None.
         bits: fuzzy logic: ridge R² per latent bit (`ridge_bits`), else None.
-        controls: the input-only control and (SRAVEN) the control task, `probes.controls.Controls`; None when
+        controls: the input-only control and (SRAVEN) the control task, `probes.Controls`; None when
             the codes carry no `inputs` or `controls=False`.
         reading: where and on what inputs the codes were read (`LatentCodes.reading`), or None.
         constant_layers: probes ("0", ..., "all") whose codes were constant (spread / RMS at most
