@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -14,6 +15,24 @@ from typing import Any, TypeVar
 __all__ = ["renamed_kwargs", "warn_renamed"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+_CHECKERS = ("jaxtyping", "beartype", "typeguard")
+"""Runtime type checkers that wrap functions (the test suite runs latentcode under jaxtyping): their frames sit
+between a deprecated function and its caller and are skipped when the warning names the caller's line."""
+
+
+def _stacklevel(warner: str, base: int) -> int:
+    """`warnings.warn`'s stacklevel, counted from the frame of `warner` (the function of this module calling it),
+    that reaches `base` frames up without counting type checkers' frames."""
+    frame = sys._getframe(0)
+    while frame.f_code.co_name != warner or frame.f_globals.get("__name__") != __name__:
+        frame = frame.f_back
+    level, steps = 1, base - 1
+    while steps and frame.f_back is not None:
+        frame, level = frame.f_back, level + 1
+        if frame.f_globals.get("__name__", "").split(".")[0] not in _CHECKERS:
+            steps -= 1
+    return level
 
 
 def renamed_kwargs(**renames: str) -> Callable[[F], F]:
@@ -41,7 +60,7 @@ def renamed_kwargs(**renames: str) -> Callable[[F], F]:
                 if new in kwargs:
                     raise TypeError(f"{fn.__name__}() got both {old}= (deprecated) and {new}=; pass only {new}=")
                 warnings.warn(f"{fn.__name__}({old}=...) is deprecated; use {new}= (same meaning)",
-                              DeprecationWarning, stacklevel=2)
+                              DeprecationWarning, stacklevel=_stacklevel("wrapper", 2))
                 kwargs[new] = kwargs.pop(old)
             return fn(*args, **kwargs)
 
@@ -53,4 +72,4 @@ def renamed_kwargs(**renames: str) -> Callable[[F], F]:
 def warn_renamed(old: str, new: str) -> None:
     """Warn that attribute or method `old` is now `new`; call it from the deprecated property (the warning points
     at the property's user)."""
-    warnings.warn(f"{old} is deprecated; use {new} (same meaning)", DeprecationWarning, stacklevel=3)
+    warnings.warn(f"{old} is deprecated; use {new} (same meaning)", DeprecationWarning, stacklevel=_stacklevel("warn_renamed", 3))

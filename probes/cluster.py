@@ -25,7 +25,6 @@ from probes.degenerate import (
     relative_spread,
     warn_constant,
 )
-from probes.deprecation import warn_renamed
 from probes.labels import class_labels
 
 
@@ -74,12 +73,6 @@ class ClusteringResult:
     splits: list[str]
     layers: list[LayerClustering]
     params: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def n(self) -> int:
-        """Deprecated name of `n_samples`."""
-        warn_renamed("ClusteringResult.n", "ClusteringResult.n_samples")
-        return self.n_samples
 
     @property
     def layer_names(self) -> list[str]:

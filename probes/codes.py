@@ -22,7 +22,6 @@ from probes.codes_io import (
     read_codes,
     write_codes,
 )
-from probes.deprecation import warn_renamed
 from probes.metadata import (
     meta_control,
     meta_label_kinds,
@@ -255,12 +254,6 @@ class LatentCodes:
         return int(self.codes.shape[0])
 
     @property
-    def n(self) -> int:
-        """Deprecated name of `n_samples`."""
-        warn_renamed("LatentCodes.n", "LatentCodes.n_samples")
-        return self.n_samples
-
-    @property
     def n_layers(self) -> int:
         """Length of the layer axis."""
         return int(self.codes.shape[1])
@@ -462,11 +455,6 @@ class LatentCodes:
                 raise
             ids = None
         return self.flat(layers), self.label_values(label), ids
-
-    def get_label(self, name: str | None = None) -> np.ndarray:
-        """Deprecated name of `label_values`."""
-        warn_renamed("LatentCodes.get_label", "LatentCodes.label_values")
-        return self.label_values(name)
 
     def flat(self, layers: LayerChoice | None = None) -> np.ndarray:
         """Codes as a feature matrix.

@@ -29,7 +29,6 @@ from probes.degenerate import (
     relative_spread,
     warn_constant,
 )
-from probes.deprecation import warn_renamed
 
 logger = logging.getLogger(__name__)
 
@@ -109,12 +108,6 @@ class Embedding:
     def n_samples(self) -> int:
         """Number of points."""
         return int(self.coords.shape[0])
-
-    @property
-    def n(self) -> int:
-        """Deprecated name of `n_samples`."""
-        warn_renamed("Embedding.n", "Embedding.n_samples")
-        return self.n_samples
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict (coordinates included; the fitted reducer and scaler left out)."""

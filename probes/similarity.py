@@ -25,7 +25,6 @@ from probes.degenerate import (
     relative_spread,
     warn_constant,
 )
-from probes.deprecation import renamed_kwargs, warn_renamed
 from probes.labels import class_labels
 
 
@@ -115,7 +114,6 @@ class RuleSimilarity:
         ]
 
 
-@renamed_kwargs(layers="layer")
 @_single_threaded
 def rule_similarity(
     codes: LatentCodes,
@@ -183,12 +181,6 @@ class TopographicResult:
     n_permutations: int
     constant_layers: list[str] = field(default_factory=list)
 
-    @property
-    def assignment(self) -> str:
-        """Deprecated name of `label`."""
-        warn_renamed("TopographicResult.assignment", "TopographicResult.label")
-        return self.label
-
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict."""
         return jsonable(asdict(self))
@@ -209,7 +201,6 @@ def _spearman(ranked_x: np.ndarray, y: np.ndarray) -> float:
     return float(np.corrcoef(ranked_x, ranked_y)[0, 1])
 
 
-@renamed_kwargs(assignment="label")
 @_single_threaded
 def topographic_similarity(
     codes: LatentCodes,

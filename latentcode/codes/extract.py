@@ -31,7 +31,6 @@ from latentcode.codes.readings import (
     resolve_positions,
     task_code_meta,
 )
-from latentcode.deprecation import renamed_kwargs
 from latentcode.model.hooks import hook_name, split_hook_name
 from probes.codes import LatentCodes
 from probes.metadata import reading_text
@@ -198,7 +197,6 @@ def codes_from_patterns(
     )
 
 
-@renamed_kwargs(n="n_samples")
 def extract_latent_codes(
     model: torch.nn.Module,
     task: Any,

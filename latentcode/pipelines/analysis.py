@@ -23,7 +23,6 @@ from typing import Any
 
 from latentcode.codes.extract import check_extraction, code_reading
 from latentcode.constants import FIGURES_DIR
-from latentcode.deprecation import renamed_kwargs
 from latentcode.pipelines.opened_run import (
     EXTRACT_DEFAULTS,
     OpenRun,
@@ -56,7 +55,6 @@ def _check_n_samples(n_samples: int | None) -> None:
         raise ValueError(f"n_samples={n_samples!r} (CLI: --n-samples) must be a positive integer")
 
 
-@renamed_kwargs(n="n_samples")
 def extract_run(
     run_dir: OpenRun | str | os.PathLike,
     *,

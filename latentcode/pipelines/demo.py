@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from latentcode.deprecation import renamed_kwargs
 from latentcode.pipelines.demo_table import (
     DemoResult,
     SeedTable,
@@ -151,7 +150,6 @@ def demo_out_dir(task: str | None = None, train: bool = False) -> Path:
     return Path("runs") / "demo" / (f"{task}-trained" if train else task)
 
 
-@renamed_kwargs(out="out_dir", n_codes="n_samples")
 def demo(
     out_dir: str | os.PathLike | None = None,
     *,

@@ -22,7 +22,6 @@ import torch
 from latentcode._version import __version__
 from latentcode.config import ModelConfig, TrainConfig
 from latentcode.constants import CONFIG_FILE, RUN_KIND
-from latentcode.deprecation import renamed_kwargs
 from latentcode.model.transformer import Transformer
 from latentcode.rundir.directory import (
     CheckpointError,
@@ -205,7 +204,6 @@ class Run:
         found = [m for m in self.metrics if m.get("split") == split]
         return found[-1] if found else None
 
-    @renamed_kwargs(path="run_dir")
     def save(self, run_dir: str | os.PathLike) -> Run:
         """Write this run's config, weights and metrics to `run_dir` (no optimizer state: the copy can be loaded
         and analysed, not resumed).
@@ -221,7 +219,6 @@ class Run:
         return dataclasses.replace(self, path=path, checkpoint_hash=digest)
 
     @classmethod
-    @renamed_kwargs(path="run_dir")
     def load(cls, run_dir: str | os.PathLike, device: str | torch.device = "cpu") -> Run:
         """Load a run directory: config, model weights (checked against the config) and metrics.
 
@@ -242,7 +239,6 @@ class Run:
                    checkpoint_hash=digest)
 
 
-@renamed_kwargs(path="run_dir")
 def load_run(run_dir: str | os.PathLike, device: str | torch.device = "cpu") -> Run:
     """Load a run directory (see `Run.load`)."""
     return Run.load(run_dir, device=device)

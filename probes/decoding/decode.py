@@ -27,14 +27,12 @@ from probes.decoding.fit import (
 from probes.decoding.results import BitRegressionResult, DecodingResult, TermDecodingResult
 from probes.decoding.ridge import fit_bits
 from probes.degenerate import CONSTANT_RTOL
-from probes.deprecation import renamed_kwargs
 
 __all__ = ["decode_rules", "decode_terms", "ridge_bits"]
 
 logger = logging.getLogger(__name__)
 
 
-@renamed_kwargs(eval_splits="splits")
 @_single_threaded
 @_counting_convergence
 def decode_rules(
@@ -116,7 +114,6 @@ def decode_rules(
     return replace(result, terms=terms, bits=bits, controls=control_result)
 
 
-@renamed_kwargs(eval_splits="splits")
 @_single_threaded
 def decode_terms(
     codes: LatentCodes,
@@ -158,7 +155,6 @@ def decode_terms(
     return terms
 
 
-@renamed_kwargs(eval_splits="splits")
 @_single_threaded
 def ridge_bits(
     codes: LatentCodes,

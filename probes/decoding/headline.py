@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from probes.codes_io import jsonable
-from probes.deprecation import warn_renamed
 
 __all__ = ["HEADLINE", "Baseline", "Controls", "Headline"]
 
@@ -126,9 +125,3 @@ class Baseline:
     chance: float
     majority: float
     best_constant: float
-
-    @property
-    def n(self) -> int:
-        """Deprecated name of `n_samples`."""
-        warn_renamed("Baseline.n", "Baseline.n_samples")
-        return self.n_samples
