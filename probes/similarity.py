@@ -286,7 +286,7 @@ def topographic_similarity(
             null = [_spearman(ranked, (values[p[i]] != values[p[j]]).sum(axis=1)) for p in permutations]
             p_value[g] = (1 + np.sum(np.asarray(null) >= rho[g])) / (1 + n_permutations)
     spread = CodeSpread(spreads, rtol, rows.n_samples)
-    warn_constant(spread, "topographic similarity", stacklevel=4)  # past the two decorators
+    warn_constant(spread, "topographic similarity", stacklevel=3)  # past the decorator
     return TopographicResult(
         label=label,
         distance=distance,
