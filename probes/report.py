@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from tqdm.auto import tqdm
 
-from probes.codes_io import atomic_write
+from probes.codes_io import atomic_write as _atomic_write
 from probes.decoding.headline import HEADLINE
 from probes.decoding.results import DecodingResult
 from probes.degenerate import CONSTANT_RTOL
@@ -413,7 +413,7 @@ def build_report(
     if include_plotlyjs == "directory":
         bundle = out_dir / PLOTLY_JS
         if not bundle.is_file():  # as plotly's own write_html does: one bundle per folder, kept when there
-            atomic_write(bundle, lambda f: f.write(get_plotlyjs().encode("utf-8")))
+            _atomic_write(bundle, lambda f: f.write(get_plotlyjs().encode("utf-8")))
         script = f'<script type="text/javascript" src="{PLOTLY_JS}"></script>'
     else:
         script = f'<script type="text/javascript">{get_plotlyjs()}</script>'
@@ -425,11 +425,11 @@ def build_report(
         + "\n</body>\n</html>\n"
     )
     report_path = out_dir / REPORT_FILE
-    atomic_write(report_path, lambda f: f.write(document.encode("utf-8")))
+    _atomic_write(report_path, lambda f: f.write(document.encode("utf-8")))
     summary = {"title": title, "runs": {name: a.to_dict() for name, a in analyses.items()}}
     text = json.dumps(summary, indent=2, allow_nan=False) + "\n"
     summary_path = out_dir / SUMMARY_FILE
-    atomic_write(summary_path, lambda f: f.write(text.encode("utf-8")))
+    _atomic_write(summary_path, lambda f: f.write(text.encode("utf-8")))
     logger.info("wrote %s (%d figures) and %s", report_path, page.n_figures, SUMMARY_FILE)
     return Report(path=report_path, summary_path=summary_path, summary=json.loads(text), analyses=analyses,
                   n_figures=page.n_figures)
