@@ -48,7 +48,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "TASKS", "Batch", "CodeReading", "CompositionalTask", "FuzzyLogic", "InputChoice", "SRaven", "Task",
         "TaskPresets", "get_task", "register_task", "task_from_dict", "unregister_task"
     ),
-    "latentcode.training.train": ("NonFiniteLossError", "train"),
+    "latentcode.training.record": ("NonFiniteLossError",),
+    "latentcode.training.train": ("train",),
 }  # fmt: skip
 """The module each public name is imported from."""
 

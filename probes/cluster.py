@@ -1,6 +1,6 @@
 """Clustering of latent codes against ground truth: k-means per layer, scored by AMI, ARI and silhouette.
 
-Unsupervised counterpart of `probes.decode`: do codes fall into groups that match the rules without being
+Unsupervised counterpart of `probes.decoding`: do codes fall into groups that match the rules without being
 told the rules? Set labels (fuzzy-logic `terms`) are compared as whole compositions. Constant layers
 (`probes.degenerate`) are not clustered: k-means on rounding noise scores nothing. No plotting here.
 """
@@ -14,8 +14,8 @@ import numpy as np
 from sklearn.cluster import KMeans
 from sklearn.metrics import adjusted_mutual_info_score, adjusted_rand_score, silhouette_score
 
-from probes._compat import warn_renamed
-from probes.codes import LatentCodes, _class_labels, _jsonable
+from probes.codes import LatentCodes
+from probes.codes_io import jsonable
 from probes.decoding.fit import LayerChoice, _single_threaded
 from probes.degenerate import (
     CONSTANT_RTOL,
@@ -25,6 +25,7 @@ from probes.degenerate import (
     relative_spread,
     warn_constant,
 )
+from probes.labels import class_labels
 
 
 @dataclass(frozen=True)
@@ -74,12 +75,6 @@ class ClusteringResult:
     params: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def n(self) -> int:
-        """Deprecated name of `n_samples`."""
-        warn_renamed("ClusteringResult.n", "ClusteringResult.n_samples")
-        return self.n_samples
-
-    @property
     def layer_names(self) -> list[str]:
         """Layer group names, in order."""
         return [row.layer for row in self.layers]
@@ -100,7 +95,7 @@ class ClusteringResult:
         data = asdict(replace(self, layers=[replace(row, kmeans=None) for row in self.layers]))
         for row in data["layers"]:
             row.pop("kmeans")
-        return _jsonable(data)
+        return jsonable(data)
 
     def predict(self, codes: LatentCodes, layer: str | int | None = None) -> np.ndarray:
         """Assign other codes (another split, checkpoint or model with this layout) to the fitted clusters.
@@ -146,7 +141,7 @@ def class_vector(codes: LatentCodes, label: str | None = None) -> tuple[str, np.
     Returns:
         (label name, int ids [n], names of the ids).
     """
-    name, y, classes, names = _class_labels(codes, label)
+    name, y, classes, names = class_labels(codes, label)
     if y.ndim == 2:
         sets, ids = np.unique(np.sort(y, axis=1), axis=0, return_inverse=True)
         term_names = names

@@ -16,25 +16,18 @@ from typing import Any
 
 import numpy as np
 
-from probes._codes_io import (  # noqa: F401 (_atomic_write, _jsonable, _npz_and_json importable here as before)
-    _atomic_write,
-    _jsonable,
-    _npz_and_json,
+from probes.codes_io import (
     check_labels,
     check_meta,
     read_codes,
     write_codes,
 )
-from probes._compat import warn_renamed
-from probes.labels import _class_labels  # noqa: F401 (the probes' label reader, importable here as before)
-from probes.metadata import (  # noqa: F401 (meta_reading*, reading_text and LEGACY_INPUTS were public here)
-    LEGACY_INPUTS,
+from probes.metadata import (
     meta_control,
     meta_label_kinds,
     meta_reading,
     meta_reading_inputs,
     meta_value,
-    reading_text,
 )
 
 logger = logging.getLogger(__name__)
@@ -125,7 +118,7 @@ class LatentCodes:
             (softmax | none | rms_head), and what the task declares for the probes (`probes.metadata`):
             `label_kinds`, `composition_label`, `control`.
         inputs: optional float32 [n, pos, d_in], the raw input tokens of each row's instance (what the
-            input-only and control-task probes of `probes.controls` read); None in files written before it.
+            input-only and control-task probes of `probes.decoding.controls` read); None in files written before it.
 
     Example:
         >>> import numpy as np
@@ -259,12 +252,6 @@ class LatentCodes:
     def n_samples(self) -> int:
         """Number of instances (rows)."""
         return int(self.codes.shape[0])
-
-    @property
-    def n(self) -> int:
-        """Deprecated name of `n_samples`."""
-        warn_renamed("LatentCodes.n", "LatentCodes.n_samples")
-        return self.n_samples
 
     @property
     def n_layers(self) -> int:
@@ -468,11 +455,6 @@ class LatentCodes:
                 raise
             ids = None
         return self.flat(layers), self.label_values(label), ids
-
-    def get_label(self, name: str | None = None) -> np.ndarray:
-        """Deprecated name of `label_values`."""
-        warn_renamed("LatentCodes.get_label", "LatentCodes.label_values")
-        return self.label_values(name)
 
     def flat(self, layers: LayerChoice | None = None) -> np.ndarray:
         """Codes as a feature matrix.

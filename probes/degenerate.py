@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from probes.codes import LatentCodes, _jsonable
+from probes.codes import LatentCodes
+from probes.codes_io import jsonable
 
 CONSTANT_RTOL = 1e-3
 """Codes whose spread across instances is at most this fraction of their size are constant.
@@ -112,7 +113,7 @@ class CodeSpread:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict."""
-        return _jsonable(asdict(self))
+        return jsonable(asdict(self))
 
 
 def relative_spread(X: np.ndarray) -> tuple[float, float, float]:

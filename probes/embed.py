@@ -18,8 +18,8 @@ from sklearn.decomposition import PCA
 from sklearn.neighbors import NearestNeighbors
 from sklearn.preprocessing import StandardScaler
 
-from probes._compat import warn_renamed
-from probes.codes import LatentCodes, _jsonable
+from probes.codes import LatentCodes
+from probes.codes_io import jsonable
 from probes.decoding.fit import _single_threaded
 from probes.degenerate import (
     CONSTANT_RTOL,
@@ -109,16 +109,10 @@ class Embedding:
         """Number of points."""
         return int(self.coords.shape[0])
 
-    @property
-    def n(self) -> int:
-        """Deprecated name of `n_samples`."""
-        warn_renamed("Embedding.n", "Embedding.n_samples")
-        return self.n_samples
-
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict (coordinates included; the fitted reducer and scaler left out)."""
         data = asdict(replace(self, reducer=None, scaler=None))
-        return _jsonable({k: v for k, v in data.items() if k not in ("reducer", "scaler")})
+        return jsonable({k: v for k, v in data.items() if k not in ("reducer", "scaler")})
 
 
 def subsample(n_samples: int, max_points: int | None, random_state: int = 0) -> np.ndarray:

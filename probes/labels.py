@@ -1,4 +1,4 @@
-"""Labels as classes, the way every probe reads them (`_class_labels`): 1-D class vectors, sets of classes per row,
+"""Labels as classes, the way every probe reads them (`class_labels`): 1-D class vectors, sets of classes per row,
 and the default label's full class list from the codes' metadata. Numpy only.
 """
 
@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from probes.codes import LatentCodes
 
 
-def _class_labels(codes: LatentCodes, name: str | None) -> tuple[str, np.ndarray, np.ndarray, list[str]]:
+def class_labels(codes: LatentCodes, name: str | None) -> tuple[str, np.ndarray, np.ndarray, list[str]]:
     """A label as classes: (name, y, classes, class names).
 
     1-D labels are class vectors (int, bool or str; floats only when integer-valued). 2-D int labels are sets

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from tqdm.auto import tqdm
 
-from probes.codes import _atomic_write
+from probes.codes_io import atomic_write as _atomic_write
 from probes.decoding.headline import HEADLINE
 from probes.decoding.results import DecodingResult
 from probes.degenerate import CONSTANT_RTOL

@@ -17,7 +17,8 @@ from typing import Any, Literal
 import numpy as np
 
 from probes.cluster import ClusteringResult, cluster_codes
-from probes.codes import LatentCodes, _jsonable
+from probes.codes import LatentCodes
+from probes.codes_io import jsonable
 from probes.decoding.decode import decode_rules
 from probes.decoding.headline import HEADLINE, Headline
 from probes.decoding.results import DecodingResult
@@ -114,7 +115,7 @@ class RunAnalysis:
         out["errors"] = self.errors
         if run.causal:
             out["causal"] = dict(run.causal)
-        return _jsonable(out)
+        return jsonable(out)
 
 
 def analyse_run(

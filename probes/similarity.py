@@ -14,8 +14,8 @@ from typing import Any, Literal
 import numpy as np
 from scipy.stats import rankdata
 
-from probes._compat import renamed_kwargs, warn_renamed
-from probes.codes import LatentCodes, _class_labels, _jsonable
+from probes.codes import LatentCodes
+from probes.codes_io import jsonable
 from probes.decoding.fit import LayerChoice, _single_threaded
 from probes.degenerate import (
     CONSTANT_RTOL,
@@ -25,6 +25,7 @@ from probes.degenerate import (
     relative_spread,
     warn_constant,
 )
+from probes.labels import class_labels
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def class_means(
         ([2, 2, 0], [0.5, 2.5])
     """
     rows = codes.select(split=split) if split is not None else codes
-    name, y, classes, names = _class_labels(rows, label)
+    name, y, classes, names = class_labels(rows, label)
     if y.ndim == 2:
         member = np.zeros((rows.n_samples, len(classes)), dtype=bool)
         np.put_along_axis(member, y, True, axis=1)
@@ -102,7 +103,7 @@ class RuleSimilarity:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict."""
-        return _jsonable(asdict(self))
+        return jsonable(asdict(self))
 
     def most_similar(self, k: int = 3) -> list[tuple[str, str, float]]:
         """The `k` most similar pairs of distinct classes, most similar first."""
@@ -113,7 +114,6 @@ class RuleSimilarity:
         ]
 
 
-@renamed_kwargs(layers="layer")
 @_single_threaded
 def rule_similarity(
     codes: LatentCodes,
@@ -181,15 +181,9 @@ class TopographicResult:
     n_permutations: int
     constant_layers: list[str] = field(default_factory=list)
 
-    @property
-    def assignment(self) -> str:
-        """Deprecated name of `label`."""
-        warn_renamed("TopographicResult.assignment", "TopographicResult.label")
-        return self.label
-
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict."""
-        return _jsonable(asdict(self))
+        return jsonable(asdict(self))
 
 
 def _pairs(n: int, n_pairs: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -207,7 +201,6 @@ def _spearman(ranked_x: np.ndarray, y: np.ndarray) -> float:
     return float(np.corrcoef(ranked_x, ranked_y)[0, 1])
 
 
-@renamed_kwargs(assignment="label")
 @_single_threaded
 def topographic_similarity(
     codes: LatentCodes,
@@ -293,7 +286,7 @@ def topographic_similarity(
             null = [_spearman(ranked, (values[p[i]] != values[p[j]]).sum(axis=1)) for p in permutations]
             p_value[g] = (1 + np.sum(np.asarray(null) >= rho[g])) / (1 + n_permutations)
     spread = CodeSpread(spreads, rtol, rows.n_samples)
-    warn_constant(spread, "topographic similarity", stacklevel=4)  # past the two decorators
+    warn_constant(spread, "topographic similarity", stacklevel=3)  # past the decorator
     return TopographicResult(
         label=label,
         distance=distance,

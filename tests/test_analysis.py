@@ -25,7 +25,7 @@ from latentcode.pipelines.opened_run import open_run as lc_open_run
 from latentcode.rundir.checkpoint import load_run
 from latentcode.tasks import get_task
 from latentcode.training.train import train
-from probes.decode import decode_rules
+from probes.decoding.decode import decode_rules
 
 # A tiny HYLA model on two-feature, unpermuted SRAVEN learns enough in 600 steps (about 15 s on one core) for
 # its last layer's OOD codes to decode each feature's rule well above the majority-class rate (measured: 0.19

@@ -92,14 +92,15 @@ def test_a_run_saved_elsewhere_loads_back_identically(run, tmp_path):
         assert torch.equal(a.cpu(), b)
 
 
-def test_a_run_directory_is_run_dir_and_path_still_works_with_a_warning(run, tmp_path):
-    with pytest.warns(DeprecationWarning, match=r"save\(path=\.\.\.\) is deprecated; use run_dir="):
-        copy = run.save(path=tmp_path / "copy")
-    with pytest.warns(DeprecationWarning, match=r"load_run\(path=\.\.\.\) is deprecated; use run_dir="):
-        again = load_run(path=tmp_path / "copy")
-    with pytest.warns(DeprecationWarning, match=r"load\(path=\.\.\.\) is deprecated; use run_dir="):
-        also = Run.load(path=tmp_path / "copy")
+def test_a_run_directory_is_named_run_dir_and_the_old_path_keyword_is_gone(run, tmp_path):
+    copy = run.save(run_dir=tmp_path / "copy")
+    again = load_run(run_dir=tmp_path / "copy")
+    also = Run.load(run_dir=tmp_path / "copy")
     assert copy.checkpoint_hash == again.checkpoint_hash == also.checkpoint_hash == run.checkpoint_hash
+    for old in (lambda: run.save(path=tmp_path / "other"), lambda: load_run(path=tmp_path / "copy"),
+                lambda: Run.load(path=tmp_path / "copy")):
+        with pytest.raises(TypeError, match="path|run_dir"):  # Python's own message, or the type checker's
+            old()
     assert load_run(run_dir=tmp_path / "copy").path == tmp_path / "copy"
 
 

@@ -11,8 +11,9 @@ import sys
 import pytest
 import torch
 
-from latentcode.cli.app import COMMANDS, build_parser, main, parse_value, split_overrides
+from latentcode.cli.app import COMMANDS, build_parser, main, split_overrides
 from latentcode.rundir.checkpoint import load_run
+from latentcode.training.build import parse_value
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -18,7 +18,7 @@ from latentcode.rundir.checkpoint import Run
 from latentcode.rundir.weights import list_snapshots
 from latentcode.tasks import get_task
 from latentcode.training.train import train
-from probes.decode import decode_rules
+from probes.decoding.decode import decode_rules
 
 N = 256
 

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import latentcode as lc
-from latentcode.explore.explorer import NoRendererWarning, has_renderer, instance_picture, label_values
+from latentcode.explore.colours import label_values
+from latentcode.explore.explorer import NoRendererWarning, has_renderer, instance_picture
 from latentcode.explore.page import page_data
 from latentcode.model.transformer import build_model
 from latentcode.tasks.fuzzy_logic import FuzzyLogic, term_names

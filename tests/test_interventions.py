@@ -23,7 +23,7 @@ from latentcode.model.hooks import hook_name
 from latentcode.model.transformer import Transformer, build_model
 from latentcode.tasks.fuzzy_logic import FuzzyLogic
 from latentcode.tasks.sraven import SRaven
-from probes.decode import make_probe
+from probes.decoding.fit import make_probe
 
 TASKS = {"sraven": SRaven, "fuzzy_logic": FuzzyLogic}
 
@@ -285,7 +285,7 @@ def test_the_wrappers_are_intervene_on_the_codes():
 
 
 @pytest.mark.parametrize("function", ["transplant", "ablate", "steer", "site_mask"])
-def test_pairs_is_the_deprecated_name_of_positions(function):
+def test_pairs_is_no_longer_a_name_of_positions(function):
     task = SRaven()
     model = _model(task, "linear")
     a, b = task.sample(4, seed=0), task.sample(4, seed=1)
@@ -296,11 +296,9 @@ def test_pairs_is_the_deprecated_name_of_positions(function):
         "site_mask": lambda **kw: site_mask(task, 4, **kw),
     }[function]
     positions = {"query": [35], "key": [0, 27]}
-    with pytest.warns(DeprecationWarning, match=rf"{function}\(pairs=...\) is deprecated; use positions="):
-        old = call(pairs=positions)
-    assert torch.equal(old, call(positions=positions))
-    with pytest.raises(TypeError, match="got both pairs= .deprecated. and positions="):
-        call(pairs=positions, positions=positions)
+    with pytest.raises(TypeError, match="pairs"):
+        call(pairs=positions)
+    assert call(positions=positions) is not None
 
 
 def test_bad_sites_and_edits_give_clear_errors_and_leave_no_hook_behind():

@@ -26,7 +26,8 @@ from latentcode.tasks import get_task
 from latentcode.training.diagnostics import LIVE_KEY
 from latentcode.training.evaluate import eval_seed, evaluate
 from latentcode.training.optim import build_optimizer, decay_mask, lr_at
-from latentcode.training.train import NonFiniteLossError, train
+from latentcode.training.record import NonFiniteLossError
+from latentcode.training.train import train
 from latentcode.training.train_state import read_train_state
 from latentcode.training.train_step import resolve_device, step_seeds
 

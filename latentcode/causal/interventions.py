@@ -28,7 +28,6 @@ from latentcode.causal.patching import (
 )
 from latentcode.codes.extract import resolve_positions
 from latentcode.tasks.base import Batch
-from probes._compat import renamed_kwargs
 
 __all__ = [
     "Ablate",
@@ -52,7 +51,6 @@ AblateMethod = Literal["zero", "mean", "resample"]
 ABLATE_METHODS: tuple[str, ...] = ("zero", "mean", "resample")
 
 
-@renamed_kwargs(pairs="positions")
 def transplant(
     model: torch.nn.Module,
     task: Any,
@@ -78,8 +76,7 @@ def transplant(
         recipient: the batch that runs.
         donor: a batch of the same shape whose codes are transplanted.
         layers: model layers (0-based) to transplant at (default: all).
-        positions: which (query, key) code entries, see `site_mask` (default: the paper's extraction positions;
-            `pairs=`: deprecated name).
+        positions: which (query, key) code entries, see `site_mask` (default: the paper's extraction positions).
         whole_row: widen `positions` to every key of each chosen query.
         heads: heads to transplant (default: all).
         values: also transplant the values at the chosen heads and key positions.
@@ -107,7 +104,6 @@ def transplant(
     return intervene(model, task, recipient, edits, kind="transplant")
 
 
-@renamed_kwargs(pairs="positions")
 def steer(
     model: torch.nn.Module,
     task: Any,
@@ -129,8 +125,7 @@ def steer(
             fitted on one layer of `LatentCodes.flat`. Use `code_direction` to take it from a fitted probe.
         layer: the model layer (0-based).
         alpha: the multiple added.
-        positions: one view (a name that resolves to one view, `{'query', 'key'}` or `(query, key)`; `pairs=`:
-            deprecated name).
+        positions: one view (a name that resolves to one view, `{'query', 'key'}` or `(query, key)`).
 
     Returns:
         An `InterventionResult` (kind 'steer'); its `sites` are the entries that moved (`alpha * direction != 0`).
@@ -162,7 +157,6 @@ def steer(
     return replace(result, sites=(alpha * dense) != 0)
 
 
-@renamed_kwargs(pairs="positions")
 def ablate(
     model: torch.nn.Module,
     task: Any,
@@ -188,8 +182,7 @@ def ablate(
             codes of a reference instance drawn uniformly with replacement, from `seed`).
         layers: model layers (default: all).
         heads: heads (default: all).
-        positions: (query, key) entries, see `site_mask` (default 'all': the whole pattern; `pairs=`: deprecated
-            name).
+        positions: (query, key) entries, see `site_mask` (default 'all': the whole pattern).
         whole_row: widen `positions` to whole query rows.
         reference: the batch the mean or the resampled codes come from (default: `batch` itself). Any size;
             same sequence shape.
@@ -239,7 +232,7 @@ def code_direction(
     Raises:
         ValueError: an unfitted or non-linear probe, or an unknown class.
     """
-    from probes.estimators import code_space_directions
+    from probes.decoding.estimators import code_space_directions
 
     directions, classes = code_space_directions(probe)
     hits = np.flatnonzero(np.asarray(classes).astype(str) == str(target))

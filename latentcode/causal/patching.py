@@ -22,7 +22,6 @@ from latentcode.causal.edits import Ablate, Edit, EditFn, Steer, Transplant, Zer
 from latentcode.codes.extract import resolve_positions
 from latentcode.model.hooks import HOOK_ALIASES, HOOK_NAMES, hook_name, hooks
 from latentcode.tasks.base import Batch
-from probes._compat import renamed_kwargs
 
 __all__ = ["Ablate", "Edit", "InterventionResult", "PositionsArg", "Site", "Steer", "Transplant", "Zero", "check_layers",
            "intervene", "site_mask"]
@@ -94,7 +93,6 @@ def check_layers(model: torch.nn.Module, layers: int | Sequence[int] | None) -> 
     return tuple(int(layer) for layer in chosen)
 
 
-@renamed_kwargs(pairs="positions")
 def site_mask(
     task: Any,
     n_heads: int,
@@ -111,7 +109,7 @@ def site_mask(
         positions: 'paper' (spec §4.1: SRAVEN = last query token x feature 4 of panels 7 and 8; fuzzy logic = the
             query token x itself), 'all_features' (SRAVEN: each feature's query token x that feature of panels 7
             and 8), 'all' (every query and key), explicit `{'query': [...], 'key': [...]}` or `(query, key)`
-            (every query x every key listed), or a bool array [query_pos, key_pos]. (`pairs=`: deprecated name.)
+            (every query x every key listed), or a bool array [query_pos, key_pos].
         whole_row: widen to every key of each chosen query position (the whole query row).
         heads: head indices to touch (default every head).
 

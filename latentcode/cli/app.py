@@ -26,13 +26,12 @@ from latentcode._version import __version__
 from latentcode.cli.util import _echo, _field_names, _subparser, _TaskAction, _warn, _wrap
 from latentcode.config import VARIANTS, ModelConfig, TrainConfig
 from latentcode.constants import CONFIG_FILE
-from latentcode.training.build import (  # noqa: F401 (build_* and parse_value were public here; kept importable)
+from latentcode.training.build import (
     PRESETS,
     SECTIONS,
     build_model_config,
     build_task,
     build_train_config,
-    parse_value,
     split_overrides,
 )
 
@@ -420,6 +419,6 @@ def _diverged(error: Exception) -> bool:
     torch: other errors, from commands that may never load it, do not import torch just to be told apart."""
     if "torch" not in sys.modules:
         return False
-    from latentcode.training.train import NonFiniteLossError
+    from latentcode.training.record import NonFiniteLossError
 
     return isinstance(error, NonFiniteLossError)

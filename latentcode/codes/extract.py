@@ -32,8 +32,8 @@ from latentcode.codes.readings import (
     task_code_meta,
 )
 from latentcode.model.hooks import hook_name, split_hook_name
-from probes._compat import renamed_kwargs
-from probes.codes import LatentCodes, reading_text
+from probes.codes import LatentCodes
+from probes.metadata import reading_text
 
 __all__ = [
     "POSITIONS",
@@ -197,7 +197,6 @@ def codes_from_patterns(
     )
 
 
-@renamed_kwargs(n="n_samples")
 def extract_latent_codes(
     model: torch.nn.Module,
     task: Any,
@@ -275,7 +274,7 @@ def extract_latent_codes(
     key = torch.as_tensor(spec.key, device=run_device)
 
     rows: list[np.ndarray] = []
-    tokens: list[np.ndarray] = []  # raw inputs per row, for the input-only controls (probes.controls)
+    tokens: list[np.ndarray] = []  # raw inputs per row, for the input-only controls (probes.decoding.controls)
     row_splits: list[np.ndarray] = []
     raw: dict[str, list[np.ndarray]] = {}
     n_batches = sum(-(-n_samples // batch_size) for _ in splits)

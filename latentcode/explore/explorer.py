@@ -21,15 +21,12 @@ from typing import Any, Literal
 
 import numpy as np
 
+from latentcode.explore.colours import label_values, row_views, unknown_label
 from probes.codes import LatentCodes
 
 __all__ = ["Explorer", "NoRendererWarning", "explore", "has_renderer", "instance_picture"]
 
 logger = logging.getLogger(__name__)
-
-MAX_CATEGORIES = 400
-"""A label with more distinct values than this is not offered for colouring (its legend would say nothing)."""
-
 
 class NoRendererWarning(UserWarning):
     """A picture was asked of a task that draws none: it shows a plain table of the instance instead."""
@@ -109,7 +106,7 @@ class Explorer:
     def site(self, row: int) -> tuple[list[int], list[int]]:
         """(query positions, key positions) of row `row`'s site."""
         query, key = self.codes.meta["query"], self.codes.meta["key"]
-        view = _views(self.codes)[row]
+        view = row_views(self.codes)[row]
         return [int(q) for q in query[view]], [int(k) for k in key[view]]
 
     def to_html(self, *, full: bool = True, height: int = 820) -> str:
@@ -283,53 +280,9 @@ def explore(
                     patterns=patterns, extra=extra, title=heading)
 
 
-def label_values(codes: LatentCodes, name: str) -> tuple[np.ndarray, list[str] | None]:
-    """A label as colours: (class index per row, class names) for a categorical label, (values, None) for a
-    continuous one. Tuples (e.g. SRAVEN's `rules`, fuzzy logic's `terms`) become one class per distinct tuple,
-    named with the task's class names where the codes carry them.
-
-    Raises:
-        ValueError: a label the codes lack, or one with too many axes or classes to colour by.
-    """
-    if name == "split":
-        values = codes.split
-    elif name in codes.labels:
-        values = codes.labels[name]
-    else:
-        raise ValueError(_unknown_label(codes, name))
-    values = np.asarray(values)
-    if values.dtype.kind == "f" and values.ndim == 1:
-        return values.astype(np.float64), None
-    if values.ndim > 2:
-        raise ValueError(f"label {name!r} has shape {values.shape[1:]} per row; colour by a label with one value "
-                         f"(or one tuple) per row: {', '.join(_colourable(codes))}")
-    class_names = codes.meta.get("class_names") or []
-    kinds = codes.label_kinds
-    named = kinds.get(name) in ("class", "class_set", "class_tuple") and name != "composition"
-
-    def text(value: Any) -> str:
-        parts = np.atleast_1d(value).tolist()
-        words = [class_names[int(v)] if named and 0 <= int(v) < len(class_names) else str(v) for v in parts]
-        return " + ".join(words) if values.ndim == 2 else words[0]
-
-    keys, index = np.unique(values, axis=0, return_inverse=True)
-    if len(keys) > MAX_CATEGORIES:
-        raise ValueError(f"label {name!r} has {len(keys)} distinct values, too many to colour by (at most "
-                         f"{MAX_CATEGORIES}); choose one of {', '.join(_colourable(codes))}")
-    return index.reshape(-1), [text(key) for key in keys]
-
-
-def _colourable(codes: LatentCodes) -> list[str]:
-    return ["split"] + [name for name, value in codes.labels.items() if np.asarray(value).ndim <= 2]
-
-
-def _unknown_label(codes: LatentCodes, name: str) -> str:
-    return f"label={name!r} is not a label of these codes; colour by one of: {', '.join(_colourable(codes))}"
-
-
 def _check_label(codes: LatentCodes, label: str | None) -> None:
     if label is not None and label != "split" and label not in codes.labels:
-        raise ValueError(_unknown_label(codes, label))
+        raise ValueError(unknown_label(codes, label))
 
 
 def _check_inputs(codes: LatentCodes) -> None:
@@ -370,13 +323,6 @@ def _as_run(source: Any, device: str) -> Any:
         return source
     raise ValueError(f"cannot explore a {type(source).__name__}; pass a run (lc.load_pretrained, lc.load_run), a "
                      "shipped model's name, a run directory or LatentCodes")
-
-
-def _views(codes: LatentCodes) -> np.ndarray:
-    if "view" in codes.labels:
-        return np.asarray(codes.labels["view"], dtype=np.int64)
-    n_views = len(codes.meta.get("query", [[0]]))
-    return np.arange(codes.n_samples) % n_views
 
 
 def _row_labels(codes: LatentCodes, row: int, extra: Mapping[str, np.ndarray]) -> dict[str, Any]:

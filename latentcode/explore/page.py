@@ -41,11 +41,11 @@ def _quantize(patterns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 def page_data(explorer: Explorer) -> dict[str, Any]:
     """Everything the page shows, JSON-ready (the bulk packed by `_pack`)."""
-    from latentcode.explore.explorer import _colourable, _views, label_values
+    from latentcode.explore.colours import colourable_labels, label_values, row_views
 
     codes = explorer.codes
     labels: dict[str, Any] = {}
-    for name in _colourable(codes):
+    for name in colourable_labels(codes):
         try:
             values, names = label_values(codes, name)
         except ValueError:
@@ -72,7 +72,7 @@ def page_data(explorer: Explorer) -> dict[str, Any]:
         "layer": explorer.layer,
         "query": codes.meta.get("query"),
         "key": codes.meta.get("key"),
-        "view": _views(codes).tolist(),
+        "view": row_views(codes).tolist(),
         "picture_index": picture_index,
         "pictures": _pack(json.dumps(list(pictures), ensure_ascii=False).encode("utf-8")),
         "codes": _pack(site.tobytes()),

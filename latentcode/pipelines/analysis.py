@@ -32,7 +32,6 @@ from latentcode.pipelines.opened_run import (
 )
 from latentcode.pipelines.run_codes import check_out_dir, codes_for, find_codes
 from latentcode.rundir.directory import atomic_write_json, record_outputs
-from probes._compat import renamed_kwargs
 from probes.decoding.decode import decode_rules
 from probes.decoding.results import DecodingResult
 from probes.degenerate import ConstantCodesWarning, check_constant_codes
@@ -56,7 +55,6 @@ def _check_n_samples(n_samples: int | None) -> None:
         raise ValueError(f"n_samples={n_samples!r} (CLI: --n-samples) must be a positive integer")
 
 
-@renamed_kwargs(n="n_samples")
 def extract_run(
     run_dir: OpenRun | str | os.PathLike,
     *,
@@ -321,17 +319,3 @@ def collect_probe_warnings() -> Iterator[list[str]]:
         total = sum(texts.values())
         shown = list(texts) if len(texts) == 1 else [f"{t} (×{n})" if n > 1 else t for t, n in texts.items()]
         notes.append(f"{name} ×{total}: " + "; ".join(shown))
-
-
-
-
-_MOVED_TO_DEMO = ("DEMO_PRETRAINED_TASK", "DEMO_SETTINGS", "DEMO_VARIANTS", "DemoResult", "demo")
-
-
-def __getattr__(name: str) -> Any:
-    """`demo` and its settings moved to `latentcode.pipelines.demo`; importing them from here keeps working."""
-    if name in _MOVED_TO_DEMO:
-        import importlib
-
-        return getattr(importlib.import_module("latentcode.pipelines.demo"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

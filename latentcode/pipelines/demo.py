@@ -28,7 +28,6 @@ from latentcode.pipelines.demo_table import (
     seed_row,
     skipped_note,
 )
-from probes._compat import renamed_kwargs
 from probes.degenerate import check_constant_codes
 
 __all__ = [
@@ -151,7 +150,6 @@ def demo_out_dir(task: str | None = None, train: bool = False) -> Path:
     return Path("runs") / "demo" / (f"{task}-trained" if train else task)
 
 
-@renamed_kwargs(out="out_dir", n_codes="n_samples")
 def demo(
     out_dir: str | os.PathLike | None = None,
     *,
@@ -320,9 +318,10 @@ def _demo(out: str | os.PathLike, train: bool, variants: Sequence[str], task: st
           device: str, embed_method: str, force: bool, progress: bool | None, inputs: str | None,
           seeds: Sequence[int] | None, unshipped: Sequence[str] = ()) -> DemoResult:
     from latentcode.pipelines.opened_run import check_reading, default_n_samples
-    from latentcode.pipelines.run_codes import check_out_folder, check_writable, codes_for
+    from latentcode.pipelines.run_codes import codes_for
     from latentcode.pipelines.run_report import report_with_notes
     from latentcode.rundir.directory import atomic_write_json
+    from latentcode.rundir.pretrained import check_out_folder, check_writable
     from probes.decoding.decode import decode_rules
 
     start = time.perf_counter()

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from probes.codes import _jsonable
+from probes.codes_io import jsonable
 from probes.decoding.headline import HEADLINE
 from probes.tables import NA
 from probes.tables import align_columns as _aligned
@@ -115,7 +115,7 @@ class SeedTable:
         return "\n".join([title, *_aligned(cells), "", SUMMARY_TITLE, *_aligned(means)])
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable({"rows": [{k: (str(v) if isinstance(v, Path) else v) for k, v in r.items()}
+        return jsonable({"rows": [{k: (str(v) if isinstance(v, Path) else v) for k, v in r.items()}
                                    for r in self.rows],
                           "metric": self.metric, "reading": self.reading, "summary": self.summary()})
 
@@ -223,7 +223,7 @@ class DemoResult:
         return self.seeds.table()
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable({"rows": [{**r, "run": str(r["run"])} for r in self.rows], "report": str(self.report),
+        return jsonable({"rows": [{**r, "run": str(r["run"])} for r in self.rows], "report": str(self.report),
                           "seconds": self.seconds, "metric": self.metric, "positions": self.positions,
                           "timings": self.timings, "reading": self.reading, "notes": self.notes,
                           "summary": self.seeds.summary()})

@@ -18,19 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from latentcode.codes.extract import LatentCodes, code_reading
-from latentcode.pipelines.opened_run import (  # noqa: F401 (EXTRACT_DEFAULTS and the checks are importable here)
+from latentcode.pipelines.opened_run import (
     EXTRACT_DEFAULTS,
     OpenRun,
     check_positions,
     check_reading,
-    default_n_samples,
     open_run,
 )
 from latentcode.rundir.checkpoint import RunConfig
 from latentcode.rundir.directory import record_outputs
 from latentcode.rundir.files import RunFiles
-from latentcode.rundir.pretrained import analysis_out_dir, check_out_folder, check_writable  # noqa: F401 (importable here too)
-from probes.codes import meta_reading, meta_reading_inputs
+from latentcode.rundir.pretrained import analysis_out_dir, check_out_folder
+from probes.metadata import meta_reading, meta_reading_inputs
 
 __all__ = ["EXTRACT_DEFAULTS", "analysis_dir", "codes_path", "ensure_codes", "load_codes"]
 

@@ -11,11 +11,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from latentcode.deprecation import renamed_kwargs
 from latentcode.pipelines.analysis import collect_probe_warnings
 from latentcode.pipelines.opened_run import OpenRun, check_reading, open_run
-from latentcode.pipelines.run_codes import check_out_dir, check_writable, codes_for, find_codes
+from latentcode.pipelines.run_codes import check_out_dir, codes_for, find_codes
+from latentcode.rundir.pretrained import check_writable
 from latentcode.training.diagnostics import LIVE_KEY, format_live_fraction, run_value_live_fraction
-from probes._compat import renamed_kwargs
 from probes.report import Report, RunInput, build_report
 
 __all__ = ["CAUSAL_DIR", "EVALUATED_STEP", "EXPLORER_CODES", "LIVE_SUMMARY", "find_causal", "report_runs", "run_summary"]

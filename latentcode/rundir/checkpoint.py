@@ -23,26 +23,16 @@ from latentcode._version import __version__
 from latentcode.config import ModelConfig, TrainConfig
 from latentcode.constants import CONFIG_FILE, RUN_KIND
 from latentcode.model.transformer import Transformer
-from latentcode.rundir.directory import (  # noqa: F401 (the file helpers moved to directory.py in 0.2; importable here as before)
-    RUN_FILES,
-    TRAIN_HINT,
+from latentcode.rundir.directory import (
     CheckpointError,
     _read_json,
-    _require_file,
     atomic_write_bytes,
     atomic_write_json,
-    check_force_target,
-    is_run_dir,
-    is_shipped,
-    read_manifest,
-    record_outputs,
-    remove_run_files,
-    remove_stale_temp_files,
 )
 from latentcode.rundir.files import RunFiles
 from latentcode.rundir.weights import load_model_weights, save_model
-from latentcode.tasks.base import Task, task_from_dict
-from probes._compat import renamed_kwargs
+from latentcode.tasks.base import Task
+from latentcode.tasks.registry import task_from_dict
 
 logger = logging.getLogger(__name__)
 
@@ -214,7 +204,6 @@ class Run:
         found = [m for m in self.metrics if m.get("split") == split]
         return found[-1] if found else None
 
-    @renamed_kwargs(path="run_dir")
     def save(self, run_dir: str | os.PathLike) -> Run:
         """Write this run's config, weights and metrics to `run_dir` (no optimizer state: the copy can be loaded
         and analysed, not resumed).
@@ -230,7 +219,6 @@ class Run:
         return dataclasses.replace(self, path=path, checkpoint_hash=digest)
 
     @classmethod
-    @renamed_kwargs(path="run_dir")
     def load(cls, run_dir: str | os.PathLike, device: str | torch.device = "cpu") -> Run:
         """Load a run directory: config, model weights (checked against the config) and metrics.
 
@@ -251,7 +239,6 @@ class Run:
                    checkpoint_hash=digest)
 
 
-@renamed_kwargs(path="run_dir")
 def load_run(run_dir: str | os.PathLike, device: str | torch.device = "cpu") -> Run:
     """Load a run directory (see `Run.load`)."""
     return Run.load(run_dir, device=device)

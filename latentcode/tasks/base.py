@@ -1,6 +1,6 @@
 """The task protocol every generated task follows, the `Batch` it returns, what it declares about itself (its
 presets, `TaskPresets`; how its latent codes are read and labelled, `CodeReading` and `PositionSpec`) and the shared
-base `CompositionalTask`. The registry is in `registry.py` (its names are importable here too).
+base `CompositionalTask`. The registry is in `registry.py`.
 
 A task owns its compositional split (which compositions are `train`, `test`, `ood`, ...), generates batches
 directly on the requested device, knows its loss and metrics, its presets, and where and how its latent codes are
@@ -18,11 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-# the registry lives in its own module; its names stay importable from here
-from latentcode.tasks.registry import TASKS, get_task, register_task, task_from_dict, unregister_task
-
 __all__ = [
-    "TASKS",
     "Batch",
     "CodeReading",
     "CompositionalTask",
@@ -33,10 +29,6 @@ __all__ = [
     "TaskPresets",
     "check_positions",
     "check_split",
-    "get_task",
-    "register_task",
-    "task_from_dict",
-    "unregister_task",
 ]
 
 LabelKind = Literal["class", "class_set", "class_tuple", "bits", "value", "group"]

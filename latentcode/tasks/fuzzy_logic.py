@@ -27,8 +27,8 @@ from latentcode.tasks.base import (
     InputChoice,
     TaskPresets,
     check_split,
-    register_task,
 )
+from latentcode.tasks.registry import register_task
 from latentcode.tasks.sampling import (
     batch_generator,
     check_disjoint,

@@ -29,8 +29,8 @@ from latentcode.tasks.base import (
     TaskPresets,
     check_positions,
     check_split,
-    register_task,
 )
+from latentcode.tasks.registry import register_task
 from latentcode.tasks.sampling import (
     batch_generator,
     check_disjoint,

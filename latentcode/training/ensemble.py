@@ -28,6 +28,7 @@ from torch.func import functional_call, stack_module_state, vmap
 from tqdm.auto import tqdm
 
 from latentcode.config import ModelConfig, TrainConfig
+from latentcode.deprecation import renamed_kwargs
 from latentcode.model.transformer import Transformer
 from latentcode.rundir.checkpoint import Run, RunConfig, truncate_metrics
 from latentcode.rundir.directory import remove_run_files, remove_stale_temp_files
@@ -40,7 +41,6 @@ from latentcode.training.record import RunDirectory, RunRecorder
 from latentcode.training.resume import DeferredInterrupt, deadline_after, kept_on_resume, prepare_run_dir
 from latentcode.training.train_state import capture_rng, load_checkpoint, restore_rng
 from latentcode.training.train_step import allow_tf32, resolve_device, step_seeds
-from probes._compat import renamed_kwargs
 
 logger = logging.getLogger(__name__)
 

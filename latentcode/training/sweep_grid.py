@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from probes._compat import warn_renamed
+from latentcode.deprecation import warn_renamed
 
 GRID_KEYS = ("task", "preset", "out", "variants", "seeds", "frac_ood", "sizes", "grid", "model", "task_params",
              "train", "submitit")

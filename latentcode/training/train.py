@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 
 from latentcode.config import ModelConfig, TrainConfig
 from latentcode.constants import MODEL_FILE
+from latentcode.deprecation import renamed_kwargs
 from latentcode.model.attention import set_fused_attention
 from latentcode.model.transformer import Transformer
 from latentcode.rundir.checkpoint import Run, RunConfig, read_metrics, truncate_metrics
@@ -32,21 +33,14 @@ from latentcode.tasks.base import Batch, Task
 from latentcode.training import distributed
 from latentcode.training._allocator import keep_freed_memory
 from latentcode.training.distributed import DistInfo
-from latentcode.training.evaluate import (  # noqa: F401 (evaluation moved to evaluate.py in 0.2; importable here as before)
-    EVAL_CHUNK,
-    EVAL_SPLITS,
-    LIVE_SAMPLES,
-    eval_seed,
+from latentcode.training.evaluate import (
     eval_sets,
-    evaluate,
-    live_fraction_inputs,
 )
 from latentcode.training.optim import build_optimizer, lr_at
-from latentcode.training.record import NonFiniteLossError, RunDirectory, RunRecorder  # noqa: F401 (NonFiniteLossError: raised by train())
+from latentcode.training.record import RunDirectory, RunRecorder
 from latentcode.training.resume import DeferredInterrupt, deadline_after, kept_on_resume, prepare_run_dir
 from latentcode.training.train_state import load_checkpoint, restore_rng
 from latentcode.training.train_step import StepOutput, allow_tf32, make_train_step, resolve_device, step_seeds
-from probes._compat import renamed_kwargs
 
 logger = logging.getLogger(__name__)
 

@@ -10,8 +10,7 @@ The modules import one way, each only from those above it (and `probes.codes`, `
 - `controls`: the input-only control and the control task, fitted with `fit`'s decoders on stand-in features.
 - `decode`: `decode_rules`, `decode_terms`, `ridge_bits`: a plain decoder plus its extras and controls.
 
-Import the names from `probes` (or their old homes `probes.decode`, `probes.decode_results`, `probes.controls`,
-`probes.estimators`, which re-export them). Names load on first use, as in `probes`.
+Import the names from `probes` or from here. Names load on first use, as in `probes`.
 """
 
 from __future__ import annotations

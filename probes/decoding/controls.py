@@ -21,11 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from probes.codes import LatentCodes, _class_labels
+from probes.codes import LatentCodes
 from probes.decoding.fit import fit_rules, fit_terms
 from probes.decoding.headline import Controls
 from probes.decoding.ridge import fit_bits
 from probes.degenerate import CONSTANT_RTOL
+from probes.labels import class_labels
 
 __all__ = [
     "Controls",
@@ -124,7 +125,7 @@ def control_labels(codes: LatentCodes, label: str | None = None, random_state: i
             f"SRAVEN's); these (task {codes.task!r}) have none, e.g. continuous inputs as fuzzy logic's, so use the "
             "input-only control there"
         )
-    name, y, classes, _ = _class_labels(codes, label)
+    name, y, classes, _ = class_labels(codes, label)
     if y.ndim != 1:
         raise ValueError(f"label={name!r} has shape {y.shape}; the control task needs one class per row")
     freq = np.array([np.mean(y == c) for c in classes])

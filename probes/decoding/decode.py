@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from probes._compat import renamed_kwargs
 from probes.codes import LatentCodes
 from probes.decoding.controls import input_only_r2, input_only_term_f1, run_controls
 from probes.decoding.fit import (
@@ -34,7 +33,6 @@ __all__ = ["decode_rules", "decode_terms", "ridge_bits"]
 logger = logging.getLogger(__name__)
 
 
-@renamed_kwargs(eval_splits="splits")
 @_single_threaded
 @_counting_convergence
 def decode_rules(
@@ -72,7 +70,7 @@ def decode_rules(
         random_state: probe seed.
         fuzzy_extras: also run `decode_terms` on the codes' set label and `ridge_bits` on their bits label, where
             their metadata has them (`LatentCodes.labels_of_kind`: fuzzy logic's `terms` and `term_bits`).
-        controls: when the codes carry `inputs`, also fit the controls (`probes.controls.run_controls`).
+        controls: when the codes carry `inputs`, also fit the controls (`probes.decoding.controls.run_controls`).
         progress: show a progress bar (None: only on a terminal).
         rtol: a layer whose codes vary by at most this fraction of their RMS is constant
             (`probes.degenerate.CONSTANT_RTOL`).
@@ -116,7 +114,6 @@ def decode_rules(
     return replace(result, terms=terms, bits=bits, controls=control_result)
 
 
-@renamed_kwargs(eval_splits="splits")
 @_single_threaded
 def decode_terms(
     codes: LatentCodes,
@@ -158,7 +155,6 @@ def decode_terms(
     return terms
 
 
-@renamed_kwargs(eval_splits="splits")
 @_single_threaded
 def ridge_bits(
     codes: LatentCodes,

@@ -19,7 +19,8 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from probes.codes import LatentCodes, _atomic_write, _npz_and_json
+from probes.codes import LatentCodes
+from probes.codes_io import atomic_write, npz_and_json
 
 __all__ = ["RuleDecoder", "code_space_directions"]
 
@@ -175,7 +176,7 @@ class RuleDecoder(ClassifierMixin, BaseEstimator):
             The path of the `.npz` file.
         """
         check_is_fitted(self)
-        npz_path, json_path = _npz_and_json(path)
+        npz_path, json_path = npz_and_json(path)
         npz_path.parent.mkdir(parents=True, exist_ok=True)
         arrays = {
             "coef": self.coef_,
@@ -188,14 +189,14 @@ class RuleDecoder(ClassifierMixin, BaseEstimator):
         }
         if arrays["classes"].dtype == object:
             arrays["classes"] = arrays["classes"].astype(str)
-        _atomic_write(npz_path, lambda f: np.savez(f, **arrays))
+        atomic_write(npz_path, lambda f: np.savez(f, **arrays))
         meta = {
             "format": _FORMAT,
             "params": self.get_params(),
             "n_features_in": int(self.n_features_in_),
             "n_samples_seen": int(np.max(self.scaler_.n_samples_seen_)),
         }
-        _atomic_write(json_path, lambda f: f.write((json.dumps(meta, indent=2) + "\n").encode()))
+        atomic_write(json_path, lambda f: f.write((json.dumps(meta, indent=2) + "\n").encode()))
         return npz_path
 
     @classmethod
@@ -206,7 +207,7 @@ class RuleDecoder(ClassifierMixin, BaseEstimator):
             FileNotFoundError: the `.npz` or `.json` file is missing.
             ValueError: the files are not a saved RuleDecoder.
         """
-        npz_path, json_path = _npz_and_json(path)
+        npz_path, json_path = npz_and_json(path)
         for file in (npz_path, json_path):
             if not file.exists():
                 raise FileNotFoundError(f"{file} does not exist; a saved RuleDecoder is a .npz + .json pair")

@@ -27,11 +27,12 @@ from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from probes.codes import LatentCodes, LayerChoice, _class_labels
+from probes.codes import LatentCodes, LayerChoice
 from probes.decoding.estimators import RuleDecoder
 from probes.decoding.headline import Baseline
 from probes.decoding.results import DecodingResult, LayerDecoding, MergedScore, TermDecodingResult
 from probes.degenerate import CONSTANT_RTOL, code_spread
+from probes.labels import class_labels
 
 __all__ = ["LayerChoice", "fit_rules", "fit_terms", "make_probe", "probe_groups"]
 
@@ -369,7 +370,7 @@ def fit_rules(
     train = _train_rows(codes)
     splits = _resolve_splits(codes, splits)
     masks = {s: codes.split == s for s in splits}
-    name, y, classes, names = _class_labels(codes, label)
+    name, y, classes, names = class_labels(codes, label)
     if merge is not None:
         if y.ndim == 2:
             raise ValueError(f"merge= merges classes of a label with one class per row; {name!r} holds sets of "
@@ -445,7 +446,7 @@ def fit_terms(
     train = _train_rows(codes)
     splits = _resolve_splits(codes, splits)
     masks = {s: codes.split == s for s in splits}
-    name, y, _, names = _class_labels(codes, label)
+    name, y, _, names = class_labels(codes, label)
     if y.ndim != 2:
         raise ValueError(
             f"label={name!r} has shape {y.shape}; decode_terms needs a set label [n, K] ('terms')"

@@ -12,8 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from probes._compat import warn_renamed
-from probes.codes import _jsonable
+from probes.codes_io import jsonable
 
 __all__ = ["HEADLINE", "Baseline", "Controls", "Headline"]
 
@@ -23,7 +22,7 @@ HEADLINE = "codes − best"
 
 @dataclass(frozen=True)
 class Controls:
-    """The controls of one decoding, per evaluation split (fitted by `probes.controls.run_controls`).
+    """The controls of one decoding, per evaluation split (fitted by `probes.decoding.controls.run_controls`).
 
     Attributes:
         label: the label decoded.
@@ -105,7 +104,7 @@ class Headline:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict with `best`, `best_of` and `codes_minus_best` (NaN -> null)."""
-        return _jsonable({**asdict(self), "best": self.best, "best_of": self.best_of,
+        return jsonable({**asdict(self), "best": self.best, "best_of": self.best_of,
                           "codes_minus_best": self.over_best})
 
 
@@ -126,9 +125,3 @@ class Baseline:
     chance: float
     majority: float
     best_constant: float
-
-    @property
-    def n(self) -> int:
-        """Deprecated name of `n_samples`."""
-        warn_renamed("Baseline.n", "Baseline.n_samples")
-        return self.n_samples

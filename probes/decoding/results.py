@@ -15,7 +15,7 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from probes.codes import _jsonable
+from probes.codes_io import jsonable
 from probes.decoding.headline import HEADLINE, Baseline, Controls, Headline
 from probes.tables import NA, UNDEFINED, align_columns
 from probes.tables import format_score as _fmt
@@ -103,7 +103,7 @@ class TermDecodingResult:
         f1: split -> F1 [layer, class] (NaN: skipped, or no positives predicted or present in the split).
         support: split -> rows containing each class [class].
         input_only_f1: split -> mean F1 of the same per-class probes on the raw input tokens (the input-only
-            control, `probes.controls`), or None when the codes carry no inputs.
+            control, `probes.decoding.controls`), or None when the codes carry no inputs.
         always_present_f1: split -> the floor: mean F1, over the evaluated classes, of answering "present" for
             every row (per class 2s / (n + s) for s of the split's n rows holding it; 0 for a class absent there).
         reading: where and on what inputs the codes were read (`LatentCodes.reading`), or None.
@@ -140,7 +140,7 @@ class TermDecodingResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict (NaN -> null), with `headline`: split -> `Headline.to_dict()`."""
-        return _jsonable({**asdict(self), "headline": {s: h.to_dict() for s, h in self.headlines().items()}})
+        return jsonable({**asdict(self), "headline": {s: h.to_dict() for s, h in self.headlines().items()}})
 
     def table(self) -> str:
         """Mean per-class F1 per layer and split beside the always-present floor, the input-only control and the
@@ -206,7 +206,7 @@ class BitRegressionResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict (NaN -> null), with `headline`: split -> `Headline.to_dict()`."""
-        return _jsonable({**asdict(self), "headline": {s: h.to_dict() for s, h in self.headlines().items()}})
+        return jsonable({**asdict(self), "headline": {s: h.to_dict() for s, h in self.headlines().items()}})
 
     def table(self) -> str:
         """Mean R² over bits per layer (grouped CV on train, then train -> each split) beside the train-mean floor,
@@ -236,7 +236,7 @@ class DecodingResult:
         layers: one `LayerDecoding` per probe (each layer, then "all").
         terms: fuzzy logic: per-term F1 (`decode_terms`), else None.
         bits: fuzzy logic: ridge R² per latent bit (`ridge_bits`), else None.
-        controls: the input-only control and (SRAVEN) the control task, `probes.controls.Controls`; None when
+        controls: the input-only control and (SRAVEN) the control task, `probes.Controls`; None when
             the codes carry no `inputs` or `controls=False`.
         reading: where and on what inputs the codes were read (`LatentCodes.reading`), or None.
         constant_layers: probes ("0", ..., "all") whose codes were constant (spread / RMS at most
@@ -385,7 +385,7 @@ class DecodingResult:
         headline = {m: {s: h.to_dict() for s, h in by_split.items()} for m, by_split in self.headlines().items()}
         top = {s: {layer: [c._asdict() for c in self.top_confusions(5, s, layer)] for layer in self.layer_names}
                for s in self.splits}
-        return _jsonable({**asdict(self), "headline": headline, "top_confusions": top})
+        return jsonable({**asdict(self), "headline": headline, "top_confusions": top})
 
     def table(self) -> str:
         """Plain-text table: per probe, train and evaluation scores beside chance, majority and the input-only

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from probes.codes import LatentCodes
-from probes.controls import control_labels, input_features, input_types, run_controls
-from probes.decode import decode_rules
+from probes.decoding.controls import control_labels, input_features, input_types, run_controls
+from probes.decoding.decode import decode_rules
 
 N_VALUES = 8
 KEYS = [5, 6]
@@ -145,7 +145,7 @@ def test_the_report_summary_shows_the_controls_beside_decoding():
 
 
 def test_decode_terms_shows_the_input_only_f1_which_is_perfect_when_terms_are_read_off_the_tokens():
-    from probes.decode import decode_terms
+    from probes.decoding.decode import decode_terms
 
     rng = np.random.default_rng(0)
     first = rng.integers(0, 4, size=600)
@@ -165,7 +165,7 @@ def test_decode_terms_shows_the_input_only_f1_which_is_perfect_when_terms_are_re
 
 
 def test_ridge_bits_shows_the_input_only_r2_which_is_perfect_when_bits_are_read_off_the_tokens(make_fuzzy):
-    from probes.decode import ridge_bits
+    from probes.decoding.decode import ridge_bits
 
     codes = make_fuzzy(structure="random")
     bits = codes.labels["term_bits"].reshape(codes.n_samples, 1, -1).astype(np.float32)  # one token of 8 bits

@@ -11,8 +11,8 @@ from sklearn.preprocessing import FunctionTransformer
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from probes.codes import LatentCodes
-from probes.decode import make_probe
-from probes.estimators import RuleDecoder, code_space_directions
+from probes.decoding.estimators import RuleDecoder, code_space_directions
+from probes.decoding.fit import make_probe
 
 
 @parametrize_with_checks([RuleDecoder()])

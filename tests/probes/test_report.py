@@ -280,7 +280,7 @@ def test_constant_codes_are_explained_once_and_their_scores_masked_in_the_summar
 
 
 def test_ood_caveat_names_the_larger_ood_majority_class(make_sraven):
-    from probes.decode import decode_rules
+    from probes.decoding.decode import decode_rules
     from probes.report import ood_caveat
 
     codes = make_sraven(n=900, seed=5, noise=1.5)  # noisy enough that no split decodes perfectly

@@ -1,6 +1,5 @@
-"""Deprecated names kept for one release: keyword renames and attribute renames, each warning once per call.
-
-Shared by `probes` and `latentcode` (which imports probes anyway); nothing else lives here.
+"""probes' deprecation helper: keyword renames and attribute renames kept for one release, each warning once per
+call. latentcode has its own (`latentcode.deprecation`).
 """
 
 from __future__ import annotations
@@ -9,6 +8,8 @@ import functools
 import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+__all__ = ["renamed_kwargs", "warn_renamed"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -1,6 +1,6 @@
 """`LatentCodes`' labels and metadata on the way in (`check_labels`, `check_meta`), its `.npz` + `.json` file pair
 (`write_codes`, `read_codes`: numpy arrays, no pickles), and the JSON helpers every result's `to_dict` uses
-(`_jsonable`, `_json_default`). What the arrays mean is `codes.py`'s business.
+(`jsonable`, `_json_default`). What the arrays mean is `codes.py`'s business.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON-serializable")
 
 
-def _npz_and_json(path: str | os.PathLike) -> tuple[Path, Path]:
+def npz_and_json(path: str | os.PathLike) -> tuple[Path, Path]:
     """`codes` / `codes.npz` / `codes.json` all name the pair `codes.npz` + `codes.json`."""
     path = Path(path)
     if path.suffix in (".npz", ".json"):
@@ -79,15 +79,15 @@ def write_codes(
     meta: dict[str, Any], inputs: np.ndarray | None,
 ) -> Path:
     """Write `<path>.npz` (arrays) and `<path>.json` (meta), each atomically; returns the `.npz` path."""
-    npz_path, json_path = _npz_and_json(path)
+    npz_path, json_path = npz_and_json(path)
     npz_path.parent.mkdir(parents=True, exist_ok=True)
     arrays = {"codes": codes, "split": split}
     if inputs is not None:
         arrays["inputs"] = inputs
     arrays.update({_LABEL_PREFIX + k: v for k, v in labels.items()})
-    _atomic_write(npz_path, lambda f: np.savez_compressed(f, **arrays))
+    atomic_write(npz_path, lambda f: np.savez_compressed(f, **arrays))
     text = json.dumps(meta, indent=2, sort_keys=True, default=_json_default) + "\n"
-    _atomic_write(json_path, lambda f: f.write(text.encode()))
+    atomic_write(json_path, lambda f: f.write(text.encode()))
     return npz_path
 
 
@@ -98,7 +98,7 @@ def read_codes(path: str | os.PathLike) -> tuple[Path, dict[str, np.ndarray], di
         FileNotFoundError: the `.npz` or `.json` file is missing.
         ValueError: not a latent-code file, truncated, or invalid JSON.
     """
-    npz_path, json_path = _npz_and_json(path)
+    npz_path, json_path = npz_and_json(path)
     for file in (npz_path, json_path):
         if not file.exists():
             raise FileNotFoundError(
@@ -129,7 +129,7 @@ def read_codes(path: str | os.PathLike) -> tuple[Path, dict[str, np.ndarray], di
     return npz_path, arrays, labels, meta
 
 
-def _atomic_write(path: Path, write) -> None:
+def atomic_write(path: Path, write) -> None:
     """Write through `write(file)` to a temporary sibling, then rename it over `path` (permissions follow umask)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
@@ -141,16 +141,16 @@ def _atomic_write(path: Path, write) -> None:
         raise
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
     """Plain-Python, strict-JSON version of a result: arrays become lists, NaN/inf become None, keys str."""
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
+        return jsonable(value.tolist())
     if isinstance(value, np.generic):
-        return _jsonable(value.item())
+        return jsonable(value.item())
     if isinstance(value, float) and not np.isfinite(value):
         return None
     return value
