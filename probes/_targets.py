@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.base import ClassifierMixin, clone
 
-from probes.codes import LatentCodes, _class_labels
+from probes.codes import LatentCodes
+from probes.labels import class_labels
 
 __all__ = ["Target", "eval_splits", "fit_proba", "majority_floor", "predict", "read_target", "score", "set_sizes"]
 
@@ -51,7 +52,7 @@ def read_target(codes: LatentCodes, label: str | None = None) -> Target:
     name = label or codes.label
     if name is None or name not in codes.labels:
         raise ValueError(f"label={label!r} is not in these codes; available labels: {sorted(codes.labels)}")
-    name, y, classes, names = _class_labels(codes, name)
+    name, y, classes, names = class_labels(codes, name)
     if y.ndim == 2:
         indicator = np.zeros((y.shape[0], len(classes)), dtype=np.int64)
         np.put_along_axis(indicator, y.astype(np.int64), 1, axis=1)

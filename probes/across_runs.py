@@ -19,7 +19,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from scipy.stats import spearmanr
 
-from probes.codes import _jsonable
+from probes.codes_io import jsonable
 from probes.tables import align_columns, format_score
 
 __all__ = ["AcrossRuns", "Correlation", "RunPoint", "across_runs", "read_emergence"]
@@ -96,7 +96,7 @@ class AcrossRuns:
     notes: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable({"kind": "probes.across_runs", "points": [asdict(p) | {"floor": p.floor}
+        return jsonable({"kind": "probes.across_runs", "points": [asdict(p) | {"floor": p.floor}
                                                                    for p in self.points],
                           "correlations": [asdict(c) for c in self.correlations], "notes": list(self.notes)})
 

@@ -23,7 +23,8 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from probes._targets import eval_splits, fit_proba, majority_floor, predict, read_target, score, set_sizes
-from probes.codes import LatentCodes, _jsonable
+from probes.codes import LatentCodes
+from probes.codes_io import jsonable
 from probes.decoding.controls import input_features
 from probes.decoding.fit import LayerChoice, make_probe
 from probes.tables import align_columns, format_score
@@ -104,7 +105,7 @@ class BaselineResult:
         raise KeyError(f"no row for layer {layer!r} on split {split!r}; have {[(r.layer, r.split) for r in self.rows]}")
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable({"kind": "probes.baselines", **asdict(self)})
+        return jsonable({"kind": "probes.baselines", **asdict(self)})
 
     def to_rows(self) -> list[dict[str, Any]]:
         """One flat dict per row (for CSV): layer, split, n_samples, majority, input_only, each probe on the codes,

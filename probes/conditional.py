@@ -17,7 +17,8 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from probes._targets import eval_splits, fit_proba, majority_floor, predict, read_target, score, set_sizes
-from probes.codes import LatentCodes, _jsonable
+from probes.codes import LatentCodes
+from probes.codes_io import jsonable
 from probes.decoding.controls import input_features
 from probes.decoding.fit import LayerChoice, make_probe
 from probes.tables import align_columns, format_score
@@ -90,7 +91,7 @@ class ConditionalResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: everything, intervals as [low, high]."""
-        return _jsonable({"kind": "probes.conditional", **asdict(self)})
+        return jsonable({"kind": "probes.conditional", **asdict(self)})
 
     def to_rows(self) -> list[dict[str, Any]]:
         """One flat dict per row (for CSV)."""

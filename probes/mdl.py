@@ -20,7 +20,8 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from probes._targets import Target, fit_proba, read_target
-from probes.codes import LatentCodes, _jsonable
+from probes.codes import LatentCodes
+from probes.codes_io import jsonable
 from probes.conditional import cross_entropy_bits
 from probes.decoding.controls import input_features
 from probes.decoding.fit import LayerChoice, make_probe
@@ -145,7 +146,7 @@ class MDLResult:
         raise KeyError(f"no row for layer {layer!r}; have {[r.layer for r in self.rows]}")
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable({"kind": "probes.mdl", **asdict(self)})
+        return jsonable({"kind": "probes.mdl", **asdict(self)})
 
     def to_rows(self) -> list[dict[str, Any]]:
         """One flat dict per layer (for CSV; the blocks left out)."""
