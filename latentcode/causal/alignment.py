@@ -34,7 +34,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from latentcode.causal.edits import Edit, EditFn
-from latentcode.causal.experiment_result import take, variant_name
+from latentcode.causal.experiment_result import rows_table, save_rows, take, variant_name
 from latentcode.causal.patching import Site, _site_hook, check_layers
 from latentcode.model.hooks import hook_name, hooks
 from latentcode.tasks.base import Batch
@@ -458,31 +458,15 @@ class AlignmentResult:
 
     def table(self) -> str:
         """A plain-text table."""
-        lines = [f"alignment search — {self.task}, {self.variant} (IIA on held-out rule sets)",
-                 "  ".join(f"{c:>10}" for c in self.columns)]
-        for row in self.rows:
-            lines.append("  ".join(f"{row[c]:>10.3f}" if isinstance(row[c], float) else f"{row[c]:>10}"
-                                   for c in self.columns))
-        return "\n".join(lines)
+        return rows_table(f"alignment search — {self.task}, {self.variant} (IIA on held-out rule sets)",
+                          self.columns, self.rows, 10)
 
     def save(self, out_dir: str | os.PathLike) -> list[Path]:
         """Write `alignment.csv`, `alignment.json` and `rotations/layer{L}_k{k}.safetensors/.json`."""
-        import csv
-        import io
-
-        from latentcode.rundir.directory import atomic_write_bytes, atomic_write_json
-
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        table = io.StringIO(newline="")
-        writer = csv.DictWriter(table, fieldnames=list(self.columns))
-        writer.writeheader()
-        writer.writerows({c: (round(v, 6) if isinstance(v, float) else v) for c, v in row.items()}
-                         for row in self.rows)
-        paths = [out / "alignment.csv", out / "alignment.json"]
-        atomic_write_bytes(paths[0], table.getvalue().encode())
-        atomic_write_json(paths[1], {"name": "alignment_search", "task": self.task, "variant": self.variant,
-                                     "columns": list(self.columns), "rows": self.rows, "params": self.params})
+        paths = save_rows(out, "alignment", self.columns, self.rows,
+                          {"name": "alignment_search", "task": self.task, "variant": self.variant,
+                           "params": self.params})
         for (layer, k), rotation in self.rotations.items():
             paths += rotation.save(out / "rotations" / f"layer{layer}_k{k}",
                                    {"layer": layer, "k": k, "task": self.task, "variant": self.variant,

@@ -25,7 +25,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from latentcode.causal.edits import Edit, EditFn
-from latentcode.causal.experiment_result import variant_name
+from latentcode.causal.experiment_result import rows_table, save_rows, variant_name
 from latentcode.causal.patching import Site, check_layers, intervene
 from latentcode.codes.readings import resolve_positions
 from latentcode.tasks.base import Batch
@@ -171,29 +171,12 @@ class ErasureResult:
 
     def table(self) -> str:
         """A plain-text table."""
-        lines = [f"erasure — {self.task}, {self.variant}", "  ".join(f"{c:>12}" for c in self.columns)]
-        lines += ["  ".join(f"{row[c]:>12.3f}" if isinstance(row[c], float) else f"{row[c]:>12}" for c in self.columns)
-                  for row in self.rows]
-        return "\n".join(lines)
+        return rows_table(f"erasure — {self.task}, {self.variant}", self.columns, self.rows, 12)
 
     def save(self, out_dir: str | os.PathLike) -> list[Path]:
         """Write `erasure.csv` and `erasure.json` into `out_dir`."""
-        import csv
-        import io
-
-        from latentcode.rundir.directory import atomic_write_bytes, atomic_write_json
-
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        table = io.StringIO(newline="")
-        writer = csv.DictWriter(table, fieldnames=list(self.columns))
-        writer.writeheader()
-        writer.writerows({c: (round(v, 6) if isinstance(v, float) else v) for c, v in row.items()} for row in self.rows)
-        paths = [out / "erasure.csv", out / "erasure.json"]
-        atomic_write_bytes(paths[0], table.getvalue().encode())
-        atomic_write_json(paths[1], {"name": "erasure", "task": self.task, "variant": self.variant,
-                                     "columns": list(self.columns), "rows": self.rows, "params": self.params})
-        return paths
+        return save_rows(out_dir, "erasure", self.columns, self.rows,
+                         {"name": "erasure", "task": self.task, "variant": self.variant, "params": self.params})
 
 
 def erasure_experiment(

@@ -139,3 +139,28 @@ def layer_bar(items: list, desc: str, progress: bool | None) -> Any:
 def variant_name(model: torch.nn.Module) -> str:
     """The model's variant (`cfg.variant`), else its class name."""
     return str(getattr(model.cfg, "variant", type(model).__name__))
+
+
+def rows_table(title: str, columns: Sequence[str], rows: Sequence[dict[str, Any]], width: int) -> str:
+    """A plain-text table of result rows: a title line, the column names, one line a row (floats at 3 decimals)."""
+    lines = [title, "  ".join(f"{c:>{width}}" for c in columns)]
+    lines += ["  ".join(f"{row[c]:>{width}.3f}" if isinstance(row[c], float) else f"{row[c]:>{width}}"
+                        for c in columns) for row in rows]
+    return "\n".join(lines)
+
+
+def save_rows(out_dir: str | os.PathLike, name: str, columns: Sequence[str], rows: Sequence[dict[str, Any]],
+              meta: dict[str, Any]) -> list[Path]:
+    """Write result rows as `<name>.csv` (floats rounded to 6 decimals) and `<name>.json` (`meta`, the columns and
+    the rows) into `out_dir`, each atomically; returns both paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    table = io.StringIO(newline="")
+    writer = csv.DictWriter(table, fieldnames=list(columns))
+    writer.writeheader()
+    writer.writerows({c: (round(v, 6) if isinstance(v, float) else v) for c, v in row.items()} for row in rows)
+    paths = [out / f"{name}.csv", out / f"{name}.json"]
+    atomic_write_bytes(paths[0], table.getvalue().encode())
+    atomic_write_json(paths[1], {**meta, "columns": list(columns), "rows": list(rows)})
+    return paths
+
