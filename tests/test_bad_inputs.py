@@ -93,7 +93,7 @@ CLI_CASES = [
      "holds no latentcode run"),
     ("extract-not-a-run", ["extract", "{w}/mine"], None, "is not a latentcode run config"),
     ("extract-unknown-split", ["extract", "{w}/run", "--splits", "train,bogus"], None, "unknown split 'bogus'"),
-    ("extract-zero-samples", ["extract", "{w}/run", "--n-samples", "0"], None, "n_samples=0"),
+    ("extract-zero-samples", ["extract", "{w}/run", "--n-samples", "0"], None, "--n-samples=0 must be positive"),
     # every argument is checked before anything is copied, extracted or written
     ("extract-unknown-split-before-copy", ["extract", "{w}/run", "--splits", "train,val", "--out", "{w}/copy"], None,
      "unknown split 'val' for task 'sraven'"),
