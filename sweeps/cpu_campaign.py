@@ -273,7 +273,7 @@ def results() -> list[str]:
         out = EMERGENCE / name
         call("-m", "latentcode", "emergence", str(run.relative_to(ROOT)), "--out", str(out), "--update",
              "--no-progress")
-        for figure in ("emergence.png", "emergence.html"):
+        for figure in ("emergence.png", "emergence.html", "plotly.min.js"):
             (ROOT / out / figure).unlink(missing_ok=True)  # the docs draw their own (below); only data is committed
         call("sweeps/fig5.py", "figure", name, "--out", f"docs/images/{name.replace('-', '_')}_emergence.png")
         updated.append(name)

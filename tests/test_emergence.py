@@ -128,7 +128,8 @@ def test_the_command_writes_the_table_and_its_figure_and_never_overwrites(snap_r
     assert main(["emergence", str(snap_run.path), "--out", str(out), "--n", "64", "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert "step      30" in printed and "step      60" in printed
-    assert {p.name for p in out.iterdir()} == {"emergence.csv", "emergence.json", "emergence.png", "emergence.html"}
+    assert {p.name for p in out.iterdir()} == {"emergence.csv", "emergence.json", "emergence.png", "emergence.html",
+                                           "plotly.min.js"}  # the html figure loads the folder's one plotly.js
     assert len(read_emergence(out / "emergence.csv")) == 6
     # the folder --out named reads too (assert_equal: NaN cells, such as the "all" row's live fraction, are equal)
     np.testing.assert_equal([asdict(r) for r in read_emergence(out)],

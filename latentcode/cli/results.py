@@ -182,7 +182,7 @@ def _cmd_emergence(args: argparse.Namespace) -> int:
     from latentcode.pipelines.emergence import rule_emergence, write_emergence
     from latentcode.rundir.directory import record_outputs, require_writable_run
     from latentcode.rundir.weights import list_snapshots
-    from probes.figures import emergence_figure, save_figure
+    from probes.figures import PLOTLY_JS, emergence_figure, save_figure
 
     if args.n_samples <= 0:
         raise ValueError(f"--n-samples {args.n_samples} must be a positive number of instances")
@@ -232,7 +232,8 @@ def _cmd_emergence(args: argparse.Namespace) -> int:
     figure = emergence_figure(rows, title=f"When do rule codes appear? {args.run.name} (held-out rule combinations)")
     written = save_figure(figure, args.out / "emergence", formats=("png", "html"))
     plt.close("all")
-    record_outputs(args.run, [table, table.with_suffix(".json"), *written])  # inside the run: --force may remove them
+    shared_js = [args.out / PLOTLY_JS] if (args.out / PLOTLY_JS).is_file() else []  # the html figure loads it
+    record_outputs(args.run, [table, table.with_suffix(".json"), *written, *shared_js])  # --force may remove them
     _echo(f"wrote {table} ({len(rows)} rows, {len(new_steps)} new snapshot(s)) and its figure emergence.png / .html")
     for row in rows:
         if row.layer == "all":
