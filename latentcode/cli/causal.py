@@ -106,11 +106,9 @@ def _add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def _resolve(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
     """The run's directory and config.json, with --layers and --k checked against it (no torch yet)."""
-    path = Path(args.run)
-    if not path.is_dir():
-        from latentcode.rundir.pretrained import pretrained_path
+    from latentcode.rundir.pretrained import resolve_run
 
-        path = pretrained_path(args.run)
+    path, _ = resolve_run(args.run)
     config_file = path / "config.json"
     if not config_file.is_file():
         raise ValueError(f"{path} has no config.json; give a run directory or a shipped checkpoint's name")
