@@ -247,10 +247,10 @@ def test_members_match_single_runs_with_dropout_on_cuda(tmp_path):
         torch.testing.assert_close(losses[0], losses[1], rtol=1e-2, atol=0)
 
 
-def test_train_ensemble_takes_run_dirs_and_out_dirs_still_works_with_a_warning(tmp_path):
+def test_train_ensemble_takes_run_dirs_and_the_old_out_dirs_keyword_is_gone(tmp_path):
     task, mcfg, cfgs = _setup()
     with pytest.raises(ValueError, match="got 2 train configs and 1 run directories"):
         train_ensemble(mcfg, task, cfgs, run_dirs=[tmp_path / "a"])
-    with pytest.warns(DeprecationWarning, match=r"train_ensemble\(out_dirs=\.\.\.\) is deprecated; use run_dirs="), \
-            pytest.raises(ValueError, match="got 2 train configs and 1 run directories"):
-        train_ensemble(mcfg, task, cfgs, out_dirs=[tmp_path / "a"])
+    with pytest.raises(TypeError, match="unexpected keyword argument 'out_dirs'"):
+        train_ensemble(mcfg, task, cfgs, out_dirs=[tmp_path / "a", tmp_path / "b"])
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

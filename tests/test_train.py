@@ -514,12 +514,10 @@ def test_snapshots_keep_the_weights_of_every_evaluation_as_loadable_runs(tmp_pat
     assert list_snapshots(run.path) == [] and not (run.path / "snapshots").exists()
 
 
-def test_the_run_directory_is_run_dir_and_out_dir_still_works_with_a_warning(tmp_path):
+def test_the_run_directory_is_run_dir_and_the_old_out_dir_keyword_is_gone(tmp_path):
     mcfg, task, cfg = tiny(steps=2, warmup=1, eval_every=2, log_every=1)
     run = train(mcfg, task, cfg, run_dir=tmp_path / "new", progress=False)
-    with pytest.warns(DeprecationWarning, match=r"train\(out_dir=\.\.\.\) is deprecated; use run_dir="):
-        old = train(mcfg, task, cfg, out_dir=tmp_path / "old", progress=False)
-    assert (run.path, old.path) == (tmp_path / "new", tmp_path / "old")
-    assert run.checkpoint_hash == old.checkpoint_hash  # the same run, whatever the keyword
-    with pytest.raises(TypeError, match="got both out_dir= .* and run_dir="):
-        train(mcfg, task, cfg, run_dir=tmp_path / "a", out_dir=tmp_path / "b")
+    assert run.path == tmp_path / "new"
+    with pytest.raises(TypeError, match="unexpected keyword argument 'out_dir'"):
+        train(mcfg, task, cfg, out_dir=tmp_path / "old", progress=False)
+    assert not (tmp_path / "old").exists()

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from latentcode.cli.util import LazyHelp, _add_progress, _csv, _echo, _int_csv, _subparser
+from latentcode.cli.util import LazyHelp, _add_progress, _add_run, _csv, _echo, _int_csv, _subparser, _where
 
 __all__ = ["COMMANDS"]
 
@@ -84,42 +84,11 @@ def _add_out(parser: argparse.ArgumentParser) -> None:
                              "is read in place and never written into")
 
 
-RUN_HELP = "a run directory, or a shipped checkpoint's name such as sraven-hyla (`latentcode pretrained` lists them)"
-
-
-def _add_run(parser: argparse.ArgumentParser, *, several: bool = False) -> None:
-    """RUN (a path or a shipped name) and --seed (the shipped seed to open)."""
-    if several:
-        parser.add_argument("runs", metavar="RUN", nargs="+", help=RUN_HELP.replace("a run", "run"))
-    else:
-        parser.add_argument("run", metavar="RUN", help=RUN_HELP)
-    parser.add_argument("--seed", type=int, default=None, metavar="K",
-                        help="with a shipped name: open its seed K (`latentcode pretrained` lists the seeds; default: "
-                             "the name's own checkpoint, seed 0)")
-
-
 def _add_n_samples(parser: argparse.ArgumentParser, *, reuses: bool = True, what: str = "") -> None:
     default = "the codes already extracted there, else the task's" if reuses else "the task's"
     parser.add_argument("--n-samples", "--n", dest="n_samples", type=int, default=None, metavar="N",
                         help=f"instances per split{what} (default: {default}: 2048 for sraven and fuzzy_logic; "
                              "recorded in every result file; --n is the old spelling)")
-
-
-def _where(args: argparse.Namespace, target: str) -> tuple[Path, str | None, Path | None]:
-    """Check RUN, --seed, --n-samples and --out before torch is imported: (the run directory, the shipped name it
-    was given by, the output folder: --out, else runs/analysis/<folder> for a shipped checkpoint, else None)."""
-    from latentcode.rundir.pretrained import analysis_out_dir, check_out_folder, is_shipped, resolve_run
-
-    n_samples = getattr(args, "n_samples", None)
-    if n_samples is not None and n_samples <= 0:
-        raise ValueError(f"--n-samples={n_samples} must be positive (instances per split)")
-    path, name = resolve_run(target, args.seed)
-    out = args.out
-    if out is None and is_shipped(path):
-        out = analysis_out_dir(path)
-    if out is not None and out.resolve() != path.resolve():
-        check_out_folder(out, analysis_out_dir(path).as_posix())
-    return path, name, out
 
 
 def _open(path: Path, name: str | None, device: str) -> Any:

@@ -23,9 +23,18 @@ from safetensors import SafetensorError
 
 from latentcode._process import time_left
 from latentcode._version import __version__
-from latentcode.cli.util import _echo, _field_names, _subparser, _TaskAction, _warn, _wrap
+from latentcode.cli.util import (
+    RUN_HELP,
+    _add_run,
+    _echo,
+    _field_names,
+    _subparser,
+    _TaskAction,
+    _warn,
+    _where,
+    _wrap,
+)
 from latentcode.config import VARIANTS, ModelConfig, TrainConfig
-from latentcode.constants import CONFIG_FILE
 from latentcode.training.build import (
     PRESETS,
     SECTIONS,
@@ -182,38 +191,56 @@ def _add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
         subparsers,
         "eval",
         help="evaluate a trained run on its test and ood splits",
-        description="Load a run directory and evaluate its model on fixed samples of its splits: the same "
-        "instances its training evaluations used (same seed and sample count).",
-        example="latentcode eval runs/sraven-hyla-small-s0 --splits test ood",
+        description="Load a run directory or a shipped checkpoint and evaluate its model on fixed samples of its "
+        "splits: the same instances its training evaluations used (same seed and sample count). Prints the table "
+        "(or --json) and writes nothing, unless --out names a folder for eval.json.",
+        example="latentcode eval fuzzy_logic-hyla --seed 1 --splits test ood",
     )
-    parser.add_argument("run", metavar="RUN", type=Path, help="run directory")
+    _add_run(parser)
     parser.add_argument("--splits", nargs="+", default=["test", "ood"], help="splits (default: test ood)")
     parser.add_argument("--n-samples", "--samples", dest="samples", type=int, metavar="N",
                         help="instances per split (default: the run's eval_samples; --samples is the old spelling)")
     parser.add_argument("--device", default="cpu", help="device for the model (default: cpu)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
+                        help="also write the JSON to DIR/eval.json (default: write nothing; never inside the shipped "
+                        "checkpoints, e.g. --out runs/analysis/NAME[-sSEED])")
     return parser
 
 
+EVAL_FILE = "eval.json"
+"""What `latentcode eval RUN --out DIR` writes into DIR (the --json record)."""
+
+
 def _cmd_eval(args: argparse.Namespace) -> int:
+    if args.samples is not None and args.samples <= 0:
+        raise ValueError(f"--n-samples={args.samples} must be positive (instances per split)")
+    run_dir, name, _ = _where(args, args.run, default_out=False)
     from latentcode.rundir.checkpoint import load_run
     from latentcode.training.diagnostics import LIVE_KEY, format_live_fraction, run_value_live_fraction
     from latentcode.training.evaluate import LIVE_SAMPLES, evaluate
     from latentcode.training.train_step import resolve_device
 
-    run = load_run(args.run, device=resolve_device(args.device))
+    run = load_run(run_dir, device=resolve_device(args.device))
     cfg = run.config.train
     n_samples = args.samples or cfg.eval_samples
-    if n_samples <= 0:
-        raise ValueError(f"--n-samples={n_samples} must be positive")
     results = evaluate(run.model, run.task, splits=tuple(args.splits), n_samples=n_samples, seed=cfg.seed)
     live = run_value_live_fraction(run)
+    record = {"run": run_dir.name if name else str(run.path), "seed": cfg.seed, "step": run.step, "checkpoint": run.checkpoint_hash,
+              "n_samples": n_samples, "results": results, LIVE_KEY: live}
+    if args.out is not None:
+        from latentcode.rundir.directory import atomic_write_json
+
+        args.out.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(args.out / EVAL_FILE, record)
     if args.json:
-        _echo(json.dumps({"run": str(run.path), "step": run.step, "results": results, LIVE_KEY: live}, indent=2))
+        _echo(json.dumps(record, indent=2))
     else:
         _echo(f"run: {run.path} (step {run.step}, checkpoint {run.checkpoint_hash}, {n_samples} per split)")
         _echo(_metrics_table(results))
         _echo(f"value network live fraction ({LIVE_SAMPLES} ood instances): {format_live_fraction(live)}")
+    if args.out is not None:
+        _echo(f"written: {args.out / EVAL_FILE}")
     return 0
 
 
@@ -223,27 +250,66 @@ def _add_info_parser(subparsers: Any) -> argparse.ArgumentParser:
         subparsers,
         "info",
         help="show the config, parameter count and hook names of a run or of a task's preset model",
-        description="For a run directory: its configs, parameter count and hook names. For a task name: the "
-        "model and training configs that `latentcode train` would use, with --model.*/--task.*/--train.* "
-        "overrides applied.",
+        description="For a run directory or a shipped checkpoint: its configs, parameter count and hook names. For "
+        "a task name: the model and training configs that `latentcode train` would use, with "
+        "--model.*/--task.*/--train.* overrides applied. Writes nothing.",
         example="latentcode info sraven --model hyla --preset paper",
+        epilog="more examples:\n  latentcode info fuzzy_logic-hyla --seed 2\n  latentcode info runs/sraven-hyla-small-s0",
     )
-    parser.add_argument("target", metavar="RUN|TASK", help="a run directory or a task name")
+    parser.add_argument("target", metavar="RUN|TASK", help=f"{RUN_HELP}, or a task name such as sraven")
+    parser.add_argument("--seed", type=int, default=None, metavar="K",
+                        help="with a shipped name: its seed K (`latentcode pretrained` lists the seeds)")
     parser.add_argument("--model", default="hyla", metavar="VARIANT", help="variant for a task (default: hyla)")
     parser.add_argument("--preset", default="paper", metavar="PRESET", help="preset for a task (default: paper)")
     parser.set_defaults(accepts_overrides=True)
     return parser
 
 
+def _info_run(args: argparse.Namespace) -> Path | None:
+    """The run `latentcode info` shows, or None for a task name. A path or a shipped name is found without torch,
+    and so are the errors about them; only a bare word that names neither loads the task registry (torch) to be
+    looked up as a task."""
+    from latentcode.rundir.pretrained import resolve_run
+
+    try:
+        path, _ = resolve_run(args.target, args.seed)
+    except FileNotFoundError:
+        if args.seed is not None or "/" in args.target or os.sep in args.target or Path(args.target).exists():
+            raise
+        from latentcode.tasks import TASKS
+
+        if args.target in TASKS:
+            return None
+        raise FileNotFoundError(_neither_run_nor_task(args.target, sorted(TASKS))) from None
+    if any(args.overrides.values()):
+        raise ValueError("--model.*/--task.*/--train.* overrides apply to a task name, not to a run")
+    return path
+
+
+def _neither_run_nor_task(target: str, tasks: list[str]) -> str:
+    """Why `latentcode info TARGET` found nothing, with the closest tasks, shipped names and run folders here."""
+    import difflib
+
+    from latentcode.rundir.directory import is_run_dir
+    from latentcode.rundir.pretrained import list_pretrained
+
+    try:
+        shipped = list_pretrained()
+    except OSError:
+        shipped = []
+    folders = [p.name for p in Path(".").iterdir() if is_run_dir(p)]
+    close = difflib.get_close_matches(target, [*tasks, *shipped, *folders], n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(close)}?" if close else "."
+    return (f"{target!r} is neither a task ({', '.join(tasks)}), a run directory nor a shipped checkpoint{hint} "
+            "`latentcode pretrained` lists the shipped checkpoints")
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
+    path = _info_run(args)
     from latentcode.model.transformer import Transformer
     from latentcode.rundir.checkpoint import load_run
-    from latentcode.tasks import TASKS
 
-    path = Path(args.target)
-    if args.target not in TASKS and (path.is_dir() or path.exists()):
-        if any(args.overrides.values()):
-            raise ValueError("--model.*/--task.*/--train.* overrides apply to a task name, not to a run")
+    if path is not None:
         run = load_run(path)
         data = run.config.to_dict()
         data["task"] = _task_summary(data["task"])
@@ -251,11 +317,6 @@ def _cmd_info(args: argparse.Namespace) -> int:
         _echo(json.dumps(data, indent=2))
         _echo(_describe_model(run.model))
         return 0
-    if args.target not in TASKS:
-        raise ValueError(
-            f"{args.target!r} is neither a run directory (no {path / CONFIG_FILE}) nor a task; valid tasks: "
-            f"{', '.join(sorted(TASKS))}"
-        )
     task = build_task(args.target, args.overrides["task"])
     mcfg = build_model_config(task, args.model, args.preset, args.overrides["model"])
     tcfg = build_train_config(args.target, args.preset, {}, args.overrides["train"])
@@ -343,6 +404,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+REMOVED_OPTIONS: dict[str, dict[str, str]] = {"transfer": {"--pairs": "--positions"}}
+"""Option spellings a command no longer takes: command -> {old: new}, named in the usage error."""
+
+
 def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> None:
     """Refuse arguments no parser took with the subcommand's own usage and, for a flag, the closest ones it has
     ("did you mean --format?"). Exits with code 2, as argparse does."""
@@ -355,6 +420,9 @@ def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, ext
     for arg in extra:
         if arg.startswith("-"):
             flag = arg.split("=", 1)[0]
+            if flag in REMOVED_OPTIONS.get(command, {}):
+                hints.append(f"{flag} was removed in 0.3.0; use {REMOVED_OPTIONS[command][flag]}")
+                continue
             close = difflib.get_close_matches(flag, options, n=2, cutoff=0.6)
             if close:
                 hints.append(f"did you mean {' or '.join(close)} (not {flag})?")

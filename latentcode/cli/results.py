@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from latentcode.cli.util import _add_progress, _echo, _int_csv, _subparser
+from latentcode.cli.util import RUN_HELP, _add_progress, _add_run, _echo, _int_csv, _subparser, _where
 
 __all__ = ["COMMANDS"]
 
@@ -30,8 +30,10 @@ def _add_table_parser(subparsers: Any) -> argparse.ArgumentParser:
         "paper's Table A1 numbers. --csv writes the per-seed rows; unfinished runs are left out unless "
         "--include-unfinished.",
         example="latentcode table runs/table_a1_fuzzy_logic/*/ --csv results/table_a1_fuzzy_logic.csv",
+        epilog="shipped checkpoints:\n  latentcode table fuzzy_logic-hyla fuzzy_logic-hyla-s1 fuzzy_logic-hyla-s2",
     )
-    parser.add_argument("runs", metavar="RUN", nargs="*", type=Path, help="run directories")
+    parser.add_argument("runs", metavar="RUN", nargs="*",
+                        help=RUN_HELP.replace("a run", "run") + "; each shipped seed by its own name (NAME-sSEED)")
     parser.add_argument("--from", dest="from_csv", metavar="CSV", type=Path,
                         help="read the per-seed rows from a CSV written by --csv instead of run directories")
     parser.add_argument("--csv", metavar="FILE", type=Path, help="write the per-seed rows (test and ood) here")
@@ -46,6 +48,13 @@ def _add_table_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _cmd_table(args: argparse.Namespace) -> int:
+    from latentcode.rundir.pretrained import resolve_run
+
+    if bool(args.runs) == bool(args.from_csv):
+        raise ValueError("give run directories or --from CSV (exactly one of the two)")
+    if args.from_csv and args.csv:
+        raise ValueError("--csv writes rows collected from run directories; with --from the rows are already a CSV")
+    run_dirs = [resolve_run(target)[0] for target in args.runs]
     from latentcode.pipelines.results import (
         collect_results,
         markdown_table,
@@ -55,11 +64,7 @@ def _cmd_table(args: argparse.Namespace) -> int:
         write_results_csv,
     )
 
-    if bool(args.runs) == bool(args.from_csv):
-        raise ValueError("give run directories or --from CSV (exactly one of the two)")
-    if args.from_csv and args.csv:
-        raise ValueError("--csv writes rows collected from run directories; with --from the rows are already a CSV")
-    rows = read_results_csv(args.from_csv) if args.from_csv else collect_results(args.runs)
+    rows = read_results_csv(args.from_csv) if args.from_csv else collect_results(run_dirs)
     if args.csv:
         _echo(f"wrote {write_results_csv(rows, args.csv)} ({len(rows)} rows)")
     unfinished = sorted({r.run or f"{r.variant} seed {r.seed}" for r in rows if not r.finished})
@@ -90,16 +95,19 @@ def _add_export_parser(subparsers: Any) -> argparse.ArgumentParser:
         "exist; nothing is overwritten.",
         example="latentcode export runs/table_a1_fuzzy_logic/fuzzy_logic-hyla-s0-frac0.7 checkpoints/fuzzy_logic-hyla",
     )
-    parser.add_argument("run", metavar="RUN", type=Path, help="a finished run directory")
+    parser.add_argument("run", metavar="RUN",
+                        help="a finished run directory (or a shipped checkpoint's name, with --seed K for its seed K)")
     parser.add_argument("dest", metavar="DEST", type=Path, help="the new checkpoint directory")
+    parser.add_argument("--seed", type=int, default=None, metavar="K", help="with a shipped name: its seed K")
     parser.add_argument("--command", default="", help="the training command, recorded in shipped.json")
     return parser
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from latentcode.rundir.pretrained import export_checkpoint
+    from latentcode.rundir.pretrained import export_checkpoint, resolve_run
 
-    _echo(f"wrote {export_checkpoint(args.run, args.dest, command=args.command)}")
+    run_dir, _ = resolve_run(args.run, args.seed)
+    _echo(f"wrote {export_checkpoint(run_dir, args.dest, command=args.command)}")
     return 0
 
 
@@ -159,9 +167,10 @@ def _add_emergence_parser(subparsers: Any) -> argparse.ArgumentParser:
         "it) or --out. The folder must not hold them yet; --update adds new snapshots to them.",
         example="latentcode emergence runs/table_a1_sraven/sraven-hyla-s0 --update",
     )
-    parser.add_argument("run", metavar="RUN", type=Path, help="a run directory with snapshots/")
+    _add_run(parser, what=", with snapshots/")
     parser.add_argument("--out", metavar="DIR", type=Path,
-                        help="folder for the table and figure (default: RUN/emergence, which the report reads)")
+                        help="folder for the table and figure (default: RUN/emergence, which the report reads, for a "
+                        "run directory; runs/analysis/NAME[-sSEED]/emergence for a shipped checkpoint)")
     parser.add_argument("--n-samples", "--n", dest="n_samples", type=int, default=4096, metavar="N",
                         help="instances per split read at each snapshot (default: 4096, twice extract's and decode's "
                         "2048, for more held-out rows per rule; --n is the short spelling)")
@@ -176,21 +185,21 @@ def _add_emergence_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _cmd_emergence(args: argparse.Namespace) -> int:
+    from latentcode.constants import EMERGENCE_DIR, EMERGENCE_FILE, MODEL_FILE
+    from latentcode.rundir.directory import record_outputs, require_writable_run
+    from latentcode.rundir.files import RunFiles
+
+    args.run, _, out = _where(args, args.run, EMERGENCE_DIR)
+    if not any(RunFiles(args.run).snapshots.glob(f"step-*/{MODEL_FILE}")):  # said before torch is imported
+        raise ValueError(f"{args.run} has no snapshots/step-*/ folders; train it with --train.snapshots=true")
+    args.out = out if out is not None else args.run / EMERGENCE_DIR
+    require_writable_run(args.out, "write an emergence table into")
     import matplotlib.pyplot as plt
 
-    from latentcode.constants import EMERGENCE_DIR, EMERGENCE_FILE
     from latentcode.pipelines.emergence import rule_emergence, write_emergence
-    from latentcode.rundir.directory import record_outputs, require_writable_run
     from latentcode.rundir.weights import list_snapshots
     from probes.figures import PLOTLY_JS, emergence_figure, save_figure
 
-    if args.n_samples <= 0:
-        raise ValueError(f"--n-samples {args.n_samples} must be a positive number of instances")
-    if not list_snapshots(args.run):
-        raise ValueError(f"{args.run} has no snapshots/step-*/ folders; train it with --train.snapshots=true")
-    if args.out is None:
-        args.out = args.run / EMERGENCE_DIR
-    require_writable_run(args.out, "write an emergence table into")
     table = args.out / EMERGENCE_FILE
     previous: list[Any] = []
     meta: dict[str, Any] = {"run": _shown(args.run), "n_samples": args.n_samples, "commands": [],
@@ -233,7 +242,8 @@ def _cmd_emergence(args: argparse.Namespace) -> int:
     written = save_figure(figure, args.out / "emergence", formats=("png", "html"))
     plt.close("all")
     shared_js = [args.out / PLOTLY_JS] if (args.out / PLOTLY_JS).is_file() else []  # the html figure loads it
-    record_outputs(args.run, [table, table.with_suffix(".json"), *written, *shared_js])  # --force may remove them
+    if args.out.resolve().is_relative_to(args.run.resolve()):
+        record_outputs(args.run, [table, table.with_suffix(".json"), *written, *shared_js])  # --force removes them
     _echo(f"wrote {table} ({len(rows)} rows, {len(new_steps)} new snapshot(s)) and its figure emergence.png / .html")
     for row in rows:
         if row.layer == "all":

@@ -7,6 +7,7 @@ import argparse
 import dataclasses
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any
 
 
@@ -93,3 +94,42 @@ def _int_csv(text: str) -> list[int]:
 def _add_progress(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="progress bars (default: only on a terminal)")
+
+
+RUN_HELP = "a run directory, or a shipped checkpoint's name such as sraven-hyla (`latentcode pretrained` lists them)"
+
+
+def _add_run(parser: argparse.ArgumentParser, *, several: bool = False, what: str = "") -> None:
+    """RUN (a path or a shipped name) and --seed (the shipped seed to open). `what` ends RUN's help (", with
+    snapshots/", say)."""
+    if several:
+        parser.add_argument("runs", metavar="RUN", nargs="+", help=RUN_HELP.replace("a run", "run") + what)
+    else:
+        parser.add_argument("run", metavar="RUN", help=RUN_HELP + what)
+    parser.add_argument("--seed", type=int, default=None, metavar="K",
+                        help="with a shipped name: open its seed K (`latentcode pretrained` lists the seeds; default: "
+                             "the name's own checkpoint, seed 0)")
+
+
+def _where(args: argparse.Namespace, target: str, sub: str = "", *,
+           default_out: bool = True) -> tuple[Path, str | None, Path | None]:
+    """Check RUN, --seed, --n-samples and --out before torch is imported: (the run directory, the shipped name it
+    was given by, the output folder: --out, else runs/analysis/<folder>[/<sub>] for a shipped checkpoint, else None,
+    which leaves the command's default inside the run directory). `default_out=False`, for a command that writes
+    nothing unless told: None without --out, for a shipped checkpoint too."""
+    from latentcode.rundir.pretrained import analysis_out_dir, check_out_folder, is_shipped, resolve_run
+
+    n_samples = getattr(args, "n_samples", None)
+    if n_samples is not None and n_samples <= 0:
+        raise ValueError(f"--n-samples={n_samples} must be positive (instances per split)")
+    if args.seed is not None and hasattr(args, "batch_seed") and resolve_run(target)[1] is None:
+        raise ValueError(f"--seed {args.seed} picks a seed of a shipped checkpoint by name; {target} is a run "
+                         f"directory. The seed of the instances drawn is --batch-seed {args.seed} (--seed before 0.3.0)")
+    path, name = resolve_run(target, args.seed)
+    out = getattr(args, "out", None)
+    default = analysis_out_dir(path) / sub if sub else analysis_out_dir(path)
+    if out is None and default_out and is_shipped(path):
+        out = default
+    if out is not None and (is_shipped(path) or out.resolve() != path.resolve()):
+        check_out_folder(out, default.as_posix())
+    return path, name, out

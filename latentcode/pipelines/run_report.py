@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from latentcode.deprecation import renamed_kwargs
 from latentcode.pipelines.analysis import collect_probe_warnings
 from latentcode.pipelines.opened_run import OpenRun, check_reading, open_run
 from latentcode.pipelines.run_codes import check_out_dir, codes_for, find_codes
@@ -99,7 +98,6 @@ def run_names(run_dirs: Sequence[Path | OpenRun]) -> list[str]:
     return [(p.path if isinstance(p, OpenRun) else p).as_posix() for p in run_dirs]
 
 
-@renamed_kwargs(out="out_dir")
 def report_runs(
     run_dirs: Sequence[OpenRun | str | os.PathLike],
     out_dir: str | os.PathLike | None = None,

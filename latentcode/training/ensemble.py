@@ -28,7 +28,6 @@ from torch.func import functional_call, stack_module_state, vmap
 from tqdm.auto import tqdm
 
 from latentcode.config import ModelConfig, TrainConfig
-from latentcode.deprecation import renamed_kwargs
 from latentcode.model.transformer import Transformer
 from latentcode.rundir.checkpoint import Run, RunConfig, truncate_metrics
 from latentcode.rundir.directory import remove_run_files, remove_stale_temp_files
@@ -81,7 +80,6 @@ class _Member:
     record: RunRecorder
 
 
-@renamed_kwargs(out_dirs="run_dirs")
 def train_ensemble(
     model_cfg: ModelConfig,
     task: Task | Sequence[Task],
@@ -100,8 +98,7 @@ def train_ensemble(
         task: the task, with its splits, or one task per member (the same task with another split seed, say;
             every member's task must have the same name and sizes).
         train_cfgs: one TrainConfig per member; they may differ only in `MEMBER_FIELDS`.
-        run_dirs: one run directory per member (`out_dirs=`, the name before 0.2, still works with a
-            DeprecationWarning).
+        run_dirs: one run directory per member.
         resume: continue every member from its last checkpoint (all must be at the same step).
         force: delete the runs in `run_dirs` and start over.
         progress: show a progress bar (None: only on a terminal).

@@ -23,7 +23,6 @@ from tqdm.auto import tqdm
 
 from latentcode.config import ModelConfig, TrainConfig
 from latentcode.constants import MODEL_FILE
-from latentcode.deprecation import renamed_kwargs
 from latentcode.model.attention import set_fused_attention
 from latentcode.model.transformer import Transformer
 from latentcode.rundir.checkpoint import Run, RunConfig, read_metrics, truncate_metrics
@@ -116,7 +115,6 @@ def _checkpoint_if_needed(loop: _Loop, *, now: bool = False) -> None:
 
 
 # -------------------------------------------------------------------------------------------------- train
-@renamed_kwargs(out_dir="run_dir")
 def train(
     model_cfg: ModelConfig,
     task: Task,
@@ -140,7 +138,7 @@ def train(
         model_cfg: the architecture (its d_in, d_out, seq_len must match the task).
         task: the task, with its splits.
         train_cfg: optimizer, schedule, seed, cadences, device.
-        run_dir: the run directory (`out_dir=`, its name before 0.2, still works with a DeprecationWarning).
+        run_dir: the run directory.
         resume: continue the run in `run_dir` from its last checkpoint (its config must match); a finished run
             is returned as is, an empty or missing directory starts a new run.
         force: delete the run in `run_dir` and start over.
