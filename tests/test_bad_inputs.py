@@ -119,7 +119,7 @@ CLI_CASES = [
      "model.safetensors"),
     ("eval-corrupt-config", ["eval", "{w}/run"], lambda w: (w / "run" / "config.json").write_text("{nope"),
      "is not valid JSON"),
-    ("eval-missing-run", ["eval", "{w}/nowhere"], None, "no run at"),
+    ("eval-missing-run", ["eval", "{w}/nowhere"], None, "no run directory or shipped checkpoint named"),
     ("sweep-missing-grid", ["sweep", "{w}/grid.yaml"], None, "grid.yaml"),
     ("sweep-broken-yaml", ["sweep", "{w}/notes.yaml"], lambda w: (w / "notes.yaml").write_text("a: [1, 2\n"),
      "notes.yaml is not valid YAML"),
@@ -207,13 +207,3 @@ def test_an_interrupted_or_failed_write_keeps_the_old_file_and_leaves_no_temp_fi
     with pytest.raises(type(error) if isinstance(error, OSError) else error):
         codes.save(path)
     assert _hashes(world) == before  # the old codes are intact and no temporary file was left behind
-
-
-def test_an_old_option_spelling_still_works_and_says_which_to_use(capsys):
-    from latentcode.cli import build_parser
-
-    args = build_parser().parse_args(["transfer", "RUN", "--pairs", "paper"])
-    assert args.positions == "paper"
-    assert "--pairs is deprecated and will be removed; use --positions paper" in capsys.readouterr().err
-    assert build_parser().parse_args(["transfer", "RUN", "--positions", "paper"]).positions == "paper"
-    assert build_parser().parse_args(["transfer", "RUN"]).positions == "row"

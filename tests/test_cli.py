@@ -3,16 +3,19 @@ command."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from latentcode.cli.app import COMMANDS, build_parser, main, split_overrides
 from latentcode.rundir.checkpoint import load_run
+from latentcode.rundir.pretrained import CHECKPOINTS_ENV
 from latentcode.training.build import parse_value
 
 
@@ -97,9 +100,11 @@ def trained(tmp_path_factory, one_thread):
             "--steps=5 and --train.steps=6 disagree",
             id="conflicting-steps",
         ),
-        pytest.param(["eval", "/nonexistent/run"], "no run at /nonexistent/run", id="missing-run"),
+        pytest.param(["eval", "/nonexistent/run"], "no run directory or shipped checkpoint named '/nonexistent/run'",
+                     id="missing-run"),
         pytest.param(
-            ["info", "nothing-here"], "'nothing-here' is neither a run directory", id="unknown-info-target"
+            ["info", "nothing-here"], "'nothing-here' is neither a task (fuzzy_logic, sraven), a run directory nor a "
+            "shipped checkpoint", id="unknown-info-target"
         ),
         pytest.param(
             ["eval", "/tmp", "--train.lr=1"],
@@ -276,3 +281,95 @@ def test_time_limit_stops_train_with_a_checkpoint_and_resume_finishes_it(tmp_pat
     assert main([*args, "--resume", "--time-limit", "-5"]) == 2
     assert "--time-limit=-5.0 must be" in capsys.readouterr().err
     assert main([*args, "--resume", "--threads", "0"]) == 2
+
+
+# ------------------------------------------------------------------------------- shipped checkpoints by name
+REPO_CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
+
+
+@pytest.fixture()
+def in_empty_folder(tmp_path, monkeypatch):
+    """The repository's shipped checkpoints, a fresh empty working directory, and a check that neither the
+    checkpoints nor anything outside --out is written."""
+    monkeypatch.delenv(CHECKPOINTS_ENV, raising=False)
+    if not (REPO_CHECKPOINTS / "fuzzy_logic-hyla-s1" / "config.json").is_file():
+        pytest.skip("the repository's checkpoints/ folder is not here")
+    monkeypatch.chdir(tmp_path)
+    before = _digest(REPO_CHECKPOINTS)
+    yield tmp_path
+    assert _digest(REPO_CHECKPOINTS) == before
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and "in-progress" not in p.parts}
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
+def test_eval_takes_a_shipped_name_and_seed_and_writes_nothing_unless_told(in_empty_folder, capsys):
+    code, by_name, _ = run_cli(capsys, "eval", "fuzzy_logic-hyla", "--seed", "1", "--n-samples", "64", "--json")
+    assert code == 0 and _files(in_empty_folder) == []
+    code, by_path, _ = run_cli(capsys, "eval", str(REPO_CHECKPOINTS / "fuzzy_logic-hyla-s1"), "--n-samples", "64",
+                               "--json")
+    assert code == 0
+    record = json.loads(by_name)
+    shipped = json.loads((REPO_CHECKPOINTS / "fuzzy_logic-hyla-s1" / "shipped.json").read_text())
+    assert (record["run"], record["seed"], record["checkpoint"]) == ("fuzzy_logic-hyla-s1", 1, shipped["model_sha16"])
+    assert record["results"] == json.loads(by_path)["results"]  # the name opens the same model as the path
+    code, out, _ = run_cli(capsys, "eval", "fuzzy_logic-hyla", "--seed", "1", "--n-samples", "64", "--out", "ev")
+    assert code == 0 and "written: ev/eval.json" in out
+    assert _files(in_empty_folder) == ["ev/eval.json"]
+    assert json.loads((in_empty_folder / "ev" / "eval.json").read_text())["results"] == record["results"]
+
+
+def test_info_takes_a_shipped_name_and_seed_and_writes_nothing(in_empty_folder, capsys):
+    code, out, _ = run_cli(capsys, "info", "fuzzy_logic-linear", "--seed", "2")
+    assert code == 0 and _files(in_empty_folder) == []
+    assert out.startswith(f"run: {REPO_CHECKPOINTS / 'fuzzy_logic-linear-s2'} (step ")
+    shown = json.loads(out[out.index("{"): out.index("\nparameters:")])
+    saved = json.loads((REPO_CHECKPOINTS / "fuzzy_logic-linear-s2" / "config.json").read_text())
+    for section in ("model", "train"):  # the fields saved there (newer fields show their defaults)
+        assert {key: shown[section][key] for key in saved[section]} == saved[section]
+    assert shown["train"]["seed"] == 2
+    assert "blocks.0.attn.hook_pattern" in out
+
+
+@pytest.mark.parametrize(("argv", "folder", "stem"), [
+    (["transfer", "fuzzy_logic-hyla", "--seed", "1", "--positions", "paper"], "runs/analysis/fuzzy_logic-hyla-s1/"
+     "interventions", "function_transfer"),
+    (["ablate", "fuzzy_logic-linear", "--method", "zero"], "runs/analysis/fuzzy_logic-linear/interventions",
+     "zero_ablation"),
+])
+def test_transfer_and_ablate_take_a_shipped_name_and_write_under_runs_analysis(in_empty_folder, capsys, argv,
+                                                                             folder, stem):
+    code, out, _ = run_cli(capsys, *argv, "--n-samples", "16", "--layers", "0", "--batch-seed", "3", "--no-progress")
+    assert code == 0, out
+    assert _files(in_empty_folder) == [f"{folder}/{stem}.{ext}" for ext in ("csv", "json", "png")]
+    saved = json.loads((in_empty_folder / folder / f"{stem}.json").read_text())
+    shipped = json.loads((REPO_CHECKPOINTS / Path(folder).parent.name / "shipped.json").read_text())
+    assert saved["params"]["checkpoint"] == shipped["model_sha16"] and saved["params"]["seed"] == 3
+    code, _, _ = run_cli(capsys, *argv, "--n-samples", "16", "--layers", "0", "--no-progress", "--out", "mine")
+    assert code == 0 and sorted(p.name for p in (in_empty_folder / "mine").iterdir()) == [
+        f"{stem}.csv", f"{stem}.json", f"{stem}.png"]
+
+
+def test_table_takes_shipped_names(in_empty_folder, capsys):
+    names = ["fuzzy_logic-hyla", "fuzzy_logic-hyla-s1", "fuzzy_logic-hyla-s2"]
+    code, out, _ = run_cli(capsys, "table", *names)
+    assert code == 0
+    ood = [json.loads((REPO_CHECKPOINTS / n / "shipped.json").read_text())["evaluation"]["results"]["ood"]["r2"]
+           for n in names]
+    assert f"| fuzzy_logic | hyla | 0, 1, 2 | {100 * sum(ood) / 3:.2f} ± " in out
+
+
+def test_the_removed_shims_are_refused(capsys, tmp_path):
+    from latentcode.pipelines.run_report import report_runs
+
+    with pytest.raises(TypeError, match="unexpected keyword argument 'out'"):
+        report_runs([], out=tmp_path / "report")
+    code, _, err = run_cli(capsys, "transfer", "sraven-hyla", "--pairs", "paper")
+    assert code == 2 and err.startswith("usage: latentcode transfer ")
+    assert "--pairs was removed in 0.3.0; use --positions" in err

@@ -92,8 +92,63 @@ def test_the_report_refuses_a_causal_folder_that_is_not_there(capsys):
     assert err.count("\n") == 1
 
 
+@pytest.mark.parametrize("command", ["eval", "info", "transfer", "ablate", "emergence", "export", "table"])
+def test_every_command_that_takes_a_run_suggests_the_shipped_name_for_a_typo(capsys, command, tmp_path):
+    argv = [command, "fuzzy_logic-hyal"] + ([str(tmp_path / "dest")] if command == "export" else [])
+    assert main(argv) == 2
+    err = _err(capsys)
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert "did you mean fuzzy_logic-hyla" in err and "`latentcode pretrained` lists the shipped checkpoints" in err
+    assert not (tmp_path / "dest").exists()
+
+
+def test_info_suggests_a_task_for_a_typod_task_name(capsys):
+    assert main(["info", "sravn"]) == 2
+    err = _err(capsys)
+    assert err == ("error: 'sravn' is neither a task (fuzzy_logic, sraven), a run directory nor a shipped checkpoint; "
+                   "did you mean sraven or sraven-hyla? `latentcode pretrained` lists the shipped checkpoints\n")
+
+
+@pytest.mark.parametrize("command", ["eval", "info", "transfer", "ablate"])
+def test_an_unshipped_seed_is_refused_by_every_command(capsys, command):
+    assert main([command, "sraven-hyla", "--seed", "9"]) == 2
+    assert _err(capsys) == "error: no seed 9 of 'sraven-hyla' is shipped; shipped seeds: 0\n"
+
+
+@pytest.mark.parametrize("command", ["eval", "transfer", "ablate"])
+def test_an_out_folder_inside_checkpoints_is_refused_by_every_command(capsys, command):
+    assert main([command, "fuzzy_logic-hyla", "--seed", "1", "--out", "checkpoints/mine"]) == 2
+    err = _err(capsys)
+    assert "--out checkpoints/mine is inside the shipped checkpoints folder" in err and err.count("\n") == 1
+    assert not (ROOT / "checkpoints" / "mine").exists()
+
+
+@pytest.mark.parametrize("command", ["transfer", "ablate", "extract"])
+def test_the_old_batch_seed_spelling_on_a_path_points_to_batch_seed(capsys, command):
+    assert main([command, "checkpoints/sraven-hyla", "--seed", "2"]) == 2
+    assert _err(capsys) == ("error: --seed 2 picks a seed of a shipped checkpoint by name; checkpoints/sraven-hyla "
+                            "is a run directory. The seed of the instances drawn is --batch-seed 2 (--seed before "
+                            "0.3.0)\n")
+
+
+def test_the_removed_pairs_option_names_its_replacement(capsys):
+    assert main(["transfer", "sraven-hyla", "--pairs", "paper"]) == 2
+    err = _err(capsys)
+    assert err.startswith("usage: latentcode transfer ")
+    assert "unrecognized arguments: --pairs paper; --pairs was removed in 0.3.0; use --positions" in err
+
+
 @pytest.mark.parametrize("argv", [
     ["decode", "sraven-hyal"],
+    ["eval", "sraven-hyal"],
+    ["eval", "sraven-hyla", "--out", "checkpoints/x"],
+    ["info", "checkpoints/sraven-hila"],
+    ["info", "sraven-hyla", "--seed", "4"],
+    ["transfer", "sraven-hyal"],
+    ["transfer", "checkpoints/sraven-hyla", "--seed", "1"],
+    ["ablate", "sraven-hyla", "--out", "checkpoints/x"],
+    ["emergence", "sraven-hyla"],
+    ["table", "sraven-hyal"],
     ["decode", "checkpoints/sraven-hyla", "--out", "checkpoints/x"],
     ["figures", "sraven-hyla", "--fromat", "png"],
     ["report", "sraven-hyla", "--causal", "no/such/folder"],
