@@ -251,6 +251,6 @@ def test_train_ensemble_takes_run_dirs_and_the_old_out_dirs_keyword_is_gone(tmp_
     task, mcfg, cfgs = _setup()
     with pytest.raises(ValueError, match="got 2 train configs and 1 run directories"):
         train_ensemble(mcfg, task, cfgs, run_dirs=[tmp_path / "a"])
-    with pytest.raises(TypeError, match="unexpected keyword argument 'out_dirs'"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'out_dirs'|missing a required argument: 'run_dirs'"):
         train_ensemble(mcfg, task, cfgs, out_dirs=[tmp_path / "a", tmp_path / "b"])
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
