@@ -24,7 +24,6 @@ from safetensors import SafetensorError
 from latentcode._process import time_left
 from latentcode._version import __version__
 from latentcode.cli.util import (
-    RUN_HELP,
     _add_run,
     _echo,
     _field_names,
@@ -256,7 +255,9 @@ def _add_info_parser(subparsers: Any) -> argparse.ArgumentParser:
         example="latentcode info sraven --model hyla --preset paper",
         epilog="more examples:\n  latentcode info fuzzy_logic-hyla --seed 2\n  latentcode info runs/sraven-hyla-small-s0",
     )
-    parser.add_argument("target", metavar="RUN|TASK", help=f"{RUN_HELP}, or a task name such as sraven")
+    parser.add_argument("target", metavar="RUN|TASK",
+                        help="a run directory, a shipped checkpoint's name such as sraven-hyla (`latentcode "
+                        "pretrained` lists them) or a task name such as sraven")
     parser.add_argument("--seed", type=int, default=None, metavar="K",
                         help="with a shipped name: its seed K (`latentcode pretrained` lists the seeds)")
     parser.add_argument("--model", default="hyla", metavar="VARIANT", help="variant for a task (default: hyla)")

@@ -1,5 +1,6 @@
 """Parser helpers every `latentcode` subcommand module uses (`app.py`, `analysis.py`, ...), so that those
-modules import this one instead of each other. Nothing else lives here."""
+modules import this one instead of each other: among them RUN and --seed (`_add_run`) and their check, with
+--out's, before torch is imported (`_where`). Nothing else lives here."""
 
 from __future__ import annotations
 
