@@ -25,7 +25,8 @@ INTRO = """\
 example. `--model.KEY=VALUE`, `--task.KEY=VALUE` and `--train.KEY=VALUE` override single config fields of `train`
 and `info` (unknown keys are rejected with the valid ones). User errors print one `error: ...` line and exit 2.
 
-The analysis commands (`extract`, `decode`, `figures`, `report`) take RUN as a run directory or a shipped name
+Every command that takes a run (`eval`, `info`, `extract`, `decode`, `figures`, `report`, `transfer`, `ablate`,
+`emergence`, `table`, `export`, `causal`) takes RUN as a run directory or a shipped name
 (`latentcode decode sraven-hyla`; `--seed K` opens seed K: `latentcode report fuzzy_logic-hyla --seed 1`;
 `latentcode pretrained` lists them). A shipped checkpoint is read in place, never written: results go to `--out`,
 by default `runs/analysis/NAME` or `runs/analysis/NAME-sSEED` (`demo`: `runs/demo/TASK`, `runs/demo/TASK-trained`
