@@ -69,8 +69,9 @@ def _one_line(text: str | None, words: int = 30) -> str:
     text = text[: ends[0]] if ends else text.rstrip(".")
     if len(text.split()) > words and (ends := _depth_zero(text, r";\s")):
         text = text[: ends[0]]
-    if len(text.split()) > words:
-        text = re.sub(r"\s\((?:[^()`]|`[^`]*`)*\)", "", text)
+    if len(text.split()) > words:  # keep a short "(default: ...)", drop the other asides
+        text = re.sub(r"\s\((?:[^()`]|`[^`]*`)*\)",
+                      lambda m: m[0] if m[0].startswith(" (default") and len(m[0].split()) <= 6 else "", text)
     parts = re.split(r"(`[^`]*`)", text)  # escape HTML and table syntax outside code spans
     for i in range(0, len(parts), 2):
         parts[i] = parts[i].replace("<", "&lt;").replace(">", "&gt;")
@@ -93,7 +94,7 @@ def _example(parser: argparse.ArgumentParser) -> str:
 
 def _rows(parser: argparse.ArgumentParser) -> list[tuple[str, str]]:
     """(argument, one-line help) of every documented argument of a parser."""
-    return [(_argument(a), _one_line(a.help)) for a in parser._actions
+    return [(_argument(a), _one_line(a.help, words=16)) for a in parser._actions
             if a.help != argparse.SUPPRESS and not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))]
 
 
