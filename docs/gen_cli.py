@@ -92,9 +92,14 @@ def _example(parser: argparse.ArgumentParser) -> str:
     return "```console\n" + "".join(f"{line}\n" for line in lines) + "```\n\n" if lines else ""
 
 
+def _help_text(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
+    """An argument's help as `--help` prints it (`%(default)s` and computed helps expanded)."""
+    return parser._get_formatter()._expand_help(action) if action.help else ""
+
+
 def _rows(parser: argparse.ArgumentParser) -> list[tuple[str, str]]:
     """(argument, one-line help) of every documented argument of a parser."""
-    return [(_argument(a), _one_line(a.help, words=16)) for a in parser._actions
+    return [(_argument(a), _one_line(_help_text(parser, a), words=16)) for a in parser._actions
             if a.help != argparse.SUPPRESS and not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))]
 
 
@@ -146,7 +151,7 @@ def render() -> str:
 
     parser = build_parser()
     common = _common_rows(parser)
-    top = [(_argument(a), _one_line(a.help)) for a in parser._actions if a.option_strings]
+    top = [(_argument(a), _one_line(_help_text(parser, a))) for a in parser._actions if a.option_strings]
     sections = [INTRO, "## `latentcode`\n\n" + _table(top),
                 "\n## Common options\n\nDescribed once here; a command whose option means something else lists it in its own table.\n\n" + _table(common)]
     for name, sub in _subcommands(parser).items():
