@@ -137,7 +137,7 @@ def _room(module: str) -> str:
 
 def test_the_rooms_of_latentcode_import_one_way():
     """The subpackages follow the data path: no two rooms import each other, even through a third (top-level
-    modules such as `config.py` count as rooms of their own)."""
+    modules such as `constants.py` count as rooms of their own)."""
     rooms: dict[str, set[str]] = {}
     for module, targets in import_graph().items():
         if not module.startswith("latentcode."):

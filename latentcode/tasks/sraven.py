@@ -4,7 +4,8 @@ A 3x3 grid of panels, each a tuple of `n_features` integers mod `n_values`; ever
 rules along the rows, and with `permute_features` each column shuffles the feature slots (the same way in every
 row). The model sees the first 8 panels as one-hot tokens and predicts panel 9. Splits are explicit lists of
 rule multisets drawn from the task seed (spec §8.1). Generation is vectorized torch on the requested device;
-no model code lives here; its parameters (`SRavenConfig`) and rule arithmetic are in `sraven_rules.py`.
+no model code lives here; its parameters (`SRavenConfig`) and rule arithmetic are in `sraven_rules.py`, and
+how an instance is drawn (`instance_html`, `plot_instance`) in `sraven_picture.py`.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from latentcode.tasks.sampling import (
     read_task_dict,
     validate_compositions,
 )
+from latentcode.tasks.sraven_picture import SRavenPicture
 from latentcode.tasks.sraven_rules import (
     COEF_A,
     COEF_B,
@@ -317,35 +319,11 @@ class SRaven(CompositionalTask):
         """`RULE_NAMES`: the classes of the default label, `rule`."""
         return list(RULE_NAMES)
 
-    def _picture(self, tokens: np.ndarray, labels: Mapping[str, Any]) -> dict[str, Any]:
-        """What both renderers draw: panels [9, K] (-1: unknown), the truth of panel 9, the rules, whether the
-        rule set is held out, the analysed slot and whether slots are shuffled."""
-        n_features = self.config.n_features
-        tokens = np.asarray(tokens, dtype=np.float32)
-        if tokens.shape != (self.seq_len, self.d_in):
-            raise ValueError(f"tokens have shape {tokens.shape}; an instance of this SRAVEN task is "
-                             f"[{self.seq_len}, {self.d_in}]")
-        panels = np.full((9, n_features), -1, dtype=np.int64)
-        panels[:8] = tokens[: 8 * n_features].argmax(-1).reshape(8, n_features)
-        truth = np.full(n_features, -1, dtype=np.int64)
-        slot = int(labels["feature"]) if "feature" in labels else None
-        if "answer" in labels:
-            panels[8] = np.asarray(labels["answer"]).reshape(n_features)
-        elif slot is not None and "prediction" in labels:
-            panels[8, slot] = int(labels["prediction"])
-        if "truth" in labels:
-            truth = np.asarray(labels["truth"]).reshape(n_features)
-        elif slot is not None and "target" in labels:
-            truth[slot] = int(labels["target"])
-        rules = np.asarray(labels["rules"]).reshape(-1) if "rules" in labels else None
-        held_out = rules is not None and bool((self._comps["ood"] == np.sort(rules)).all(axis=1).any())
-        return {"panels": panels, "truth": truth, "rules": rules, "held_out": held_out, "slot": slot,
-                "shuffled": bool(labels.get("permuted", False)), "split": str(labels.get("split", ""))}
-
     def instance_html(self, tokens: np.ndarray, labels: Mapping[str, Any]) -> str:
         """The 3x3 grid as SVG: each panel's features as coloured value cells, panel 9 with the model's answer
         (blank where unknown; a wrong cell outlined in red with the true value beside it), each feature's rule
         named below (the analysed one in bold), and a red mark when the instance's rule set is held out (ood).
+        Drawn by `sraven_picture.SRavenPicture`, which says which labels it reads.
 
         >>> task = SRaven()
         >>> batch = task.sample(1, seed=0, unpermuted=True)
@@ -353,92 +331,15 @@ class SRaven(CompositionalTask):
         >>> svg.startswith("<svg") and svg.count("<rect") >= 9 * 4
         True
         """
-        pic = self._picture(tokens, labels)
-        n_features, cell, gap = self.config.n_features, 17, 8
-        width_panel = n_features * cell + 6
-        height_grid = 3 * (cell + 6 + gap)
-        n_lines = 1 if pic["shuffled"] or pic["rules"] is None else n_features
-        height = 22 + height_grid + 14 * n_lines + 4
-        width = max(3 * (width_panel + gap), 220)
-        out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="lc-instance" width="{width}" height="{height}" '
-               f'font-family="sans-serif" font-size="11">']
-        title = "SRAVEN" + (f" · {pic['split']}" if pic["split"] else "")
-        out.append(f'<text x="2" y="13" font-weight="bold">{title}</text>')
-        if pic["held_out"]:
-            out.append(f'<rect x="{width - 104}" y="2" width="102" height="15" rx="3" fill="#c62828"/>'
-                       f'<text x="{width - 53}" y="13" fill="#fff" text-anchor="middle">held-out rule set</text>')
-        for p in range(9):
-            row, col = divmod(p, 3)
-            x0, y0 = col * (width_panel + gap), 22 + row * (cell + 6 + gap)
-            dash = ' stroke-dasharray="3 2"' if p == 8 else ""
-            out.append(f'<rect x="{x0}" y="{y0}" width="{width_panel}" height="{cell + 6}" fill="none" '
-                       f'stroke="#555"{dash}/>')
-            for k in range(n_features):
-                value = int(pic["panels"][p, k])
-                x, y = x0 + 3 + k * cell, y0 + 3
-                if value < 0:
-                    out.append(f'<rect x="{x}" y="{y}" width="{cell - 1}" height="{cell}" fill="#eee"/>'
-                               f'<text x="{x + cell / 2}" y="{y + 12}" text-anchor="middle" fill="#999">?</text>')
-                    continue
-                wrong = p == 8 and pic["truth"][k] >= 0 and pic["truth"][k] != value
-                stroke = ' stroke="#c62828" stroke-width="2"' if wrong else ""
-                fill = f"hsl({int(360 * value / self.config.n_values)},60%,78%)"
-                out.append(f'<rect x="{x}" y="{y}" width="{cell - 1}" height="{cell}" fill="{fill}"{stroke}/>'
-                           f'<text x="{x + cell / 2}" y="{y + 12}" text-anchor="middle">{value}</text>')
-                if wrong:
-                    out.append(f'<text x="{x + cell / 2}" y="{y0 + cell + 16}" text-anchor="middle" '
-                               f'fill="#c62828" font-size="9">{int(pic["truth"][k])}</text>')
-            if p == 8 and pic["slot"] is not None:
-                x = x0 + 3 + pic["slot"] * cell
-                out.append(f'<rect x="{x - 1}" y="{y0 + 1}" width="{cell + 1}" height="{cell + 4}" fill="none" '
-                           'stroke="#1565c0" stroke-width="1.5"/>')
-        y = 22 + height_grid + 10
-        if pic["rules"] is not None:
-            names = [RULE_NAMES[int(r)] for r in pic["rules"]]
-            if pic["shuffled"]:
-                out.append(f'<text x="2" y="{y}">rules (slots shuffled per column): {", ".join(names)}</text>')
-            else:
-                for k, name in enumerate(names):
-                    bold = ' font-weight="bold"' if k == pic["slot"] else ""
-                    out.append(f'<text x="2" y="{y + 14 * k}"{bold}>feature {k + 1}: {name}</text>')
-        out.append("</svg>")
-        return "".join(out)
+        return self._picture(tokens, labels).svg()
 
     def plot_instance(self, tokens: np.ndarray, labels: Mapping[str, Any], ax: Any = None) -> Any:
         """The picture of `instance_html` on a matplotlib axes (for papers). Returns the axes."""
-        import matplotlib.pyplot as plt
-        from matplotlib.patches import Rectangle
+        return self._picture(tokens, labels).plot(ax)
 
-        pic = self._picture(tokens, labels)
-        n_features = self.config.n_features
-        ax = plt.subplots(figsize=(3.2, 3.4))[1] if ax is None else ax
-        cmap = plt.get_cmap("hsv")
-        for p in range(9):
-            row, col = divmod(p, 3)
-            x0, y0 = col * (n_features + 1), -row * 2
-            ax.add_patch(Rectangle((x0 - 0.1, y0 - 0.1), n_features + 0.2, 1.2, fill=False,
-                                   ls="--" if p == 8 else "-", ec="0.3"))
-            for k in range(n_features):
-                value = int(pic["panels"][p, k])
-                wrong = p == 8 and value >= 0 and pic["truth"][k] >= 0 and pic["truth"][k] != value
-                face = (0.93, 0.93, 0.93) if value < 0 else (*cmap(value / self.config.n_values)[:3], 0.35)
-                ax.add_patch(Rectangle((x0 + k, y0), 0.95, 1, fc=face, ec="#c62828" if wrong else "none",
-                                       lw=2 if wrong else 0))
-                ax.text(x0 + k + 0.47, y0 + 0.5, "?" if value < 0 else str(value), ha="center", va="center",
-                        fontsize=8)
-        if pic["rules"] is not None:
-            names = [RULE_NAMES[int(r)] for r in pic["rules"]]
-            text = ("rules: " + ", ".join(names)) if pic["shuffled"] else "\n".join(
-                f"feature {k + 1}: {name}" for k, name in enumerate(names))
-            ax.text(0, -4.8, text, va="top", fontsize=7)
-        title = "SRAVEN" + (f" · {pic['split']}" if pic["split"] else "")
-        ax.set_title(title + ("  [held-out rule set]" if pic["held_out"] else ""), fontsize=8,
-                     color="#c62828" if pic["held_out"] else "black")
-        ax.set_xlim(-0.3, 3 * (n_features + 1))
-        ax.set_ylim(-4.9 - 0.35 * n_features, 1.3)
-        ax.set_aspect("equal")
-        ax.axis("off")
-        return ax
+    def _picture(self, tokens: np.ndarray, labels: Mapping[str, Any]) -> SRavenPicture:
+        return SRavenPicture.read(tokens, labels, n_features=self.config.n_features, n_values=self.config.n_values,
+                                  ood=self._comps["ood"])
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: name, params and the explicit composition lists of `train` and `ood`."""
