@@ -12,7 +12,7 @@ import pytest
 from latentcode.cli import main
 from latentcode.rundir.pretrained import CHECKPOINTS_ENV
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)

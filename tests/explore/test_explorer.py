@@ -1,5 +1,5 @@
 """Instance pictures and the explorer without a browser: what each task draws, the page's data, bad input.
-(tests/test_explorer_browser.py drives the page in Chromium.)"""
+(tests/explore/test_explorer_browser.py drives the page in Chromium.)"""
 
 from __future__ import annotations
 

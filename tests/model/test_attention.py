@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import ALL_VARIANTS, tiny_model, tiny_model_config
 from transformer_lens.hook_points import HookPoint
 
 from latentcode.config import VARIANTS
 from latentcode.model.attention import EditableHookPoint, MultiHeadAttention, _RMSHead
+from tests.helpers import ALL_VARIANTS, tiny_model, tiny_model_config
 
 
 def attention(dtype: torch.dtype = torch.float64, **overrides) -> MultiHeadAttention:

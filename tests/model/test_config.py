@@ -6,9 +6,9 @@ import dataclasses
 from types import SimpleNamespace
 
 import pytest
-from helpers import ALL_VARIANTS, TASK_DIMS, tiny_model_config
 
 from latentcode.config import VARIANTS, ModelConfig, TrainConfig, model_config, train_config
+from tests.helpers import ALL_VARIANTS, TASK_DIMS, tiny_model_config
 
 SRAVEN = TASK_DIMS["sraven"]
 FUZZY = TASK_DIMS["fuzzy_logic"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from helpers import ALL_VARIANTS, tiny_model
 from transformer_lens.utilities import get_act_name
 
 from latentcode.model.hooks import (
@@ -18,6 +17,7 @@ from latentcode.model.hooks import (
     hooks,
     split_hook_name,
 )
+from tests.helpers import ALL_VARIANTS, tiny_model
 
 TL_NAMES = ["embed", "resid_pre", "q", "k", "v", "attn_scores", "pattern", "z", "attn_out", "resid_mid", "mlp_out",
             "resid_post", "normalized"]

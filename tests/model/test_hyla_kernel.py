@@ -1,5 +1,6 @@
 """The fused HYLA kernel (`latentcode/model/hyla_kernel.py`): it must compute what the plain attention path computes
-(the plain path is held to the authors' code by test_reference_parity.py), and be used only where it may be."""
+(the plain path is held to the authors' code by tests/project/test_reference_parity.py), and be used only where it
+may be."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import dataclasses
 
 import pytest
 import torch
-from helpers import tiny_model_config
 
 from latentcode.config import VARIANTS, TrainConfig, model_config, train_config
 from latentcode.model import hyla_kernel
@@ -15,6 +15,7 @@ from latentcode.model.attention import MultiHeadAttention, set_fused_attention
 from latentcode.model.transformer import Transformer
 from latentcode.tasks import get_task
 from latentcode.training.train import train
+from tests.helpers import tiny_model_config
 
 
 def hyla_attention(dtype=torch.float64, **overrides) -> MultiHeadAttention:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import tiny_model_config
 
 from latentcode.config import VALUE_ACTS, VARIANTS
 from latentcode.model.hypernetwork import hypernetwork_forward, value_network_bias, value_network_weights
 from latentcode.model.transformer import Transformer
+from tests.helpers import tiny_model_config
 
 
 def _variant_name(norm: str, net: str, act: str) -> str:

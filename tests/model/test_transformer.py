@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import ALL_VARIANTS, NON_MOE_VARIANTS, TASK_DIMS, tiny_model, tiny_model_config
 from transformer_lens import ActivationCache
 
 from latentcode.config import model_config
 from latentcode.model.transformer import MixtureOfExperts, Transformer, build_model
 from latentcode.tasks import get_task
+from tests.helpers import ALL_VARIANTS, NON_MOE_VARIANTS, TASK_DIMS, tiny_model, tiny_model_config
 
 # Golden hook lists of one-layer models: a rename must show up as a diff here.
 HOOKS_LINEAR_VALUE = [

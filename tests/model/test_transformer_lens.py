@@ -19,7 +19,7 @@ USED = [
     ("transformer_lens", "HookedRootModule"),  # latentcode.model.transformer.Transformer's base class
     ("transformer_lens", "ActivationCache"),  # what run_with_cache returns; extract_latent_codes reads it
     ("transformer_lens.hook_points", "HookPoint"),  # every hook of our model
-    ("transformer_lens.utilities", "get_act_name"),  # hook_name follows its names (tests/test_hooks.py)
+    ("transformer_lens.utilities", "get_act_name"),  # hook_name follows its names (tests/model/test_hooks.py)
     ("transformer_lens.config", "TransformerBridgeConfig"),  # docs/latent-codes.md, notebook 05
     ("transformer_lens.model_bridge", "TransformerBridge"),  # docs/latent-codes.md, notebook 05
     ("transformer_lens.model_bridge.sources", "native"),  # attaches TransformerBridge.boot_native

@@ -486,7 +486,7 @@ def test_report_checks_every_run_before_extracting_any(run_copy, trained_run, cl
     assert not (run_copy / "codes").exists() and not (tmp_path / "r").exists()
 
 
-REPO_CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
+REPO_CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
 
 
 @pytest.mark.skipif(not (REPO_CHECKPOINTS / "fuzzy_logic-hyla").is_dir(), reason="no shipped checkpoints")

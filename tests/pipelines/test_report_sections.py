@@ -7,7 +7,6 @@ import re
 import time
 
 import pytest
-from test_explorer_browser import browser  # noqa: F401 (the Chromium fixture)
 
 from latentcode.causal.alignment import AlignmentResult
 from latentcode.causal.erasure import ErasureResult
@@ -16,6 +15,7 @@ from latentcode.pipelines.run_report import find_causal, report_runs
 from latentcode.tasks import get_task
 from latentcode.training.train import train
 from probes.report import CAUSAL_SECTION, RunInput, build_report
+from tests.explore.test_explorer_browser import browser  # noqa: F401 (the Chromium fixture)
 
 ALIGNMENT_ROWS = [
     {"layer": 0, "k": 1, "iia": 0.125, "iia_low": 0.0625, "iia_high": 0.2344, "identity": 0.0451, "random": 0.0312,
@@ -119,9 +119,9 @@ def chromium(browser):  # noqa: F811 (test_explorer_browser's headless Chromium,
 
 
 def test_the_explorer_in_the_report_answers_a_hover_and_a_click(chromium, tiny_report):
-
     from selenium.webdriver.common.by import By
-    from test_explorer_browser import pointer_to, severe
+
+    from tests.explore.test_explorer_browser import pointer_to, severe
 
     chromium.get(tiny_report.resolve().as_uri())
     frame = chromium.find_element(By.CSS_SELECTOR, "iframe.lc-explorer")

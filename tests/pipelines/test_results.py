@@ -179,7 +179,7 @@ def test_per_seed_table_shows_each_run_with_its_live_fraction():
     assert "| hyla | 0 | 90.00 (step 5 of 10) | L0 10.00%, L1 20.00% |" in with_unfinished
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results" / "table_a1_fuzzy_logic.csv"
 TABLE_START = "<!-- table: results/table_a1_fuzzy_logic.csv (latentcode table --from results/table_a1_fuzzy_logic.csv) -->"
 

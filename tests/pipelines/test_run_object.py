@@ -18,7 +18,7 @@ import latentcode as lc
 from latentcode.cli import main
 from latentcode.rundir.pretrained import CHECKPOINTS_ENV, checkpoints_dir
 
-REPO_CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
+REPO_CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
 
 _OPENED: list[Path] | None = None
 """Paths opened while a test listens (None: nobody listens)."""

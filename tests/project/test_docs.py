@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 DOC_FILES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
 LANGUAGES = ("python", "bash", "console", "text", "yaml", "json", "bibtex")
@@ -143,7 +143,7 @@ def _params(predicate) -> list:
 def test_every_fence_has_a_known_language(path):
     bad = [f"{b.where}: ```{b.lang or '(no language)'}" for b in BLOCKS[path] if b.lang not in LANGUAGES]
     assert not bad, (
-        f"fences must say one of {', '.join(LANGUAGES)} (see tests/test_docs.py for what each means; a diagram "
+        f"fences must say one of {', '.join(LANGUAGES)} (see tests/project/test_docs.py for what each means; a diagram "
         f"or output is `text`, a command that cannot run in a test is `console`): {bad}"
     )
 
@@ -158,7 +158,7 @@ def test_bash_blocks_only_run_latentcode(path):
             if words[0] != "latentcode" or any(_SHELL_SYNTAX.search(w) for w in words):
                 bad.append(f"{block.where}: {shlex.join(words)}")
     assert not bad, (
-        "```bash blocks are run by tests/test_docs.py and may only hold plain `latentcode ...` commands; "
+        "```bash blocks are run by tests/project/test_docs.py and may only hold plain `latentcode ...` commands; "
         f"mark other commands ```console: {bad}"
     )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("latentcode", "probes")
 CLI_MODULES = {"latentcode.cli", "latentcode.__main__"}
 

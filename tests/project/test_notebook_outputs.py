@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "01_quickstart.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "01_quickstart.ipynb"
 LAST_CELL = "runs = {variant: sraven_run(task, variant)"
 """The cells up to the one that trains (or loads) the two models and prints their accuracies."""
 

@@ -19,7 +19,7 @@ import torch
 
 from latentcode.rundir.checkpoint import load_run
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CHECKPOINTS = REPO / "checkpoints"
 SHIPPED = sorted(p.name for p in CHECKPOINTS.glob("*") if (p / "shipped.json").is_file()) if CHECKPOINTS.is_dir() else []
 PROBE_NAME = "fuzzy_logic-hyla"

@@ -25,7 +25,7 @@ from latentcode.tasks import get_task
 from latentcode.tasks.base import Batch
 from latentcode.training.optim import lr_at
 
-REFERENCE = Path(os.environ.get("LATENTCODE_REFERENCE", Path(__file__).resolve().parents[2] / "shared" / "reference"))
+REFERENCE = Path(os.environ.get("LATENTCODE_REFERENCE", Path(__file__).resolve().parents[3] / "shared" / "reference"))
 if not (REFERENCE / "README.md").is_file():
     if os.environ.get("CI"):
         raise FileNotFoundError(f"the reference fixtures are missing at {REFERENCE}; CI needs ../shared beside the "

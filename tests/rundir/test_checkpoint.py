@@ -36,7 +36,7 @@ from latentcode.training.train_state import (
     save_checkpoint,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -253,7 +253,7 @@ def test_the_pickle_scan_catches_each_forbidden_form(line):
 
 
 # ------------------------------------------------------------------------------------ runs of earlier releases
-OLD_RUN = Path(__file__).parent / "data" / "run_v0.1.0"
+OLD_RUN = Path(__file__).parents[1] / "data" / "run_v0.1.0"
 
 
 def test_a_run_written_by_release_0_1_0_still_loads_evaluates_and_decodes(tmp_path):

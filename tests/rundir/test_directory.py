@@ -10,7 +10,7 @@ import pytest
 
 from latentcode.constants import CONFIG_FILE, MODEL_FILE
 
-OLD_RUN = Path(__file__).parent / "data" / "run_v0.1.0"
+OLD_RUN = Path(__file__).parents[1] / "data" / "run_v0.1.0"
 
 
 @pytest.fixture
@@ -128,7 +128,7 @@ def test_force_refuses_a_shipped_checkpoint(run_copy, tmp_path, monkeypatch):
     assert is_shipped(run_copy)
     with pytest.raises(ValueError, match="shipped checkpoint.*--force"):
         check_force_target(run_copy)
-    repo_checkpoints = Path(__file__).resolve().parents[1] / "checkpoints" / "any-run"
+    repo_checkpoints = Path(__file__).resolve().parents[2] / "checkpoints" / "any-run"
     assert is_shipped(repo_checkpoints)
 
 

@@ -26,7 +26,7 @@ from latentcode.rundir.pretrained import (
 )
 from latentcode.training.evaluate import evaluate
 
-REPO_CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
+REPO_CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
 SHIPPED = sorted(p.parent.name for p in REPO_CHECKPOINTS.glob("*/shipped.json"))
 """Every checkpoint in the repository's checkpoints/ folder (each seed included), found without latentcode."""
 

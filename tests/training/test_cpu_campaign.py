@@ -16,7 +16,7 @@ from latentcode.tasks import get_task
 from latentcode.training.sweep_grid import expand_grid, load_grid
 from latentcode.training.train import train
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import tiny_model
 
 import latentcode as lc
 from latentcode.training.diagnostics import LIVE_KEY, format_live_fraction, value_live_fraction
 from latentcode.training.evaluate import live_fraction_inputs
+from tests.helpers import tiny_model
 
 
 def _x(n: int = 7, seed: int = 0) -> torch.Tensor:

@@ -244,7 +244,7 @@ def test_a_group_resumes_together_and_a_split_group_is_refused(tmp_path):
     assert "without --ensemble" in message
 
 
-@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "sweeps").glob("*.yaml")),
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[2] / "sweeps").glob("*.yaml")),
                          ids=lambda p: p.name)
 def test_every_committed_sweep_file_builds_what_it_says(path):
     data = yaml.safe_load(path.read_text())
