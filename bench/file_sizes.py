@@ -3,7 +3,7 @@ with the one `plotly.min.js` their html pages share (4.6 MB, once per folder) co
 
 Runs the command line (`python -m latentcode`, from the current directory) on a shipped checkpoint and on the
 shipped fuzzy-logic seeds, into a temporary folder, and prints a markdown table per command. Nothing here is
-asserted in tests (`tests/test_file_sizes.py` checks a tiny run stays under 2 MB).
+asserted in tests (`tests/project/test_file_sizes.py` checks a tiny run stays under 2 MB).
 
     .venv/bin/python bench/file_sizes.py [--checkpoint checkpoints/sraven-hyla] [--demo-seeds 0,1,2]
         [--only figures|demo]

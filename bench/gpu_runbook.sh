@@ -88,8 +88,8 @@ fi
 # 3. GPU tests and smoke test
 if [ "$TESTS" = 1 ]; then
   # the repository's addopts name plugins (nbmake) the machine lacks; the gpu tests need none of them
-  timeout 90 "$PY" -m pytest -o addopts="" -p no:cacheprovider -q tests/test_ensemble.py tests/test_graph_step.py \
-    -k "replayed or cuda" || status_tests=$?
+  timeout 90 "$PY" -m pytest -o addopts="" -p no:cacheprovider -q \
+    tests/training/test_ensemble.py tests/training/test_graph_step.py -k "replayed or cuda" || status_tests=$?
   echo "== gpu tests done at $(elapsed) s (exit status ${status_tests:-0})"
 fi
 if [ "$BENCH" = 1 ]; then

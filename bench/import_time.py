@@ -4,7 +4,7 @@
 Each command runs in a fresh interpreter `--repeats` times; the table gives the median and the fastest wall time
 (the fastest is the least disturbed by other jobs on the machine), the median CPU time (user + system, which
 other jobs disturb less) and whether torch, matplotlib, scikit-learn, umap or plotly got loaded. The command line runs as the installed console script (`.venv/bin/latentcode`), as a
-user types it. Nothing here is asserted in tests (`tests/test_imports.py` checks the module sets instead).
+user types it. Nothing here is asserted in tests (`tests/project/test_imports.py` checks the module sets instead).
 
     .venv/bin/python bench/import_time.py [--repeats 7]
 """

@@ -1,6 +1,6 @@
 """Shared test builders: tiny model configs, task dims and the list of every named variant.
 
-Test files import it as `from helpers import ...` (pytest puts tests/ on sys.path).
+Test files import it as `from tests.helpers import ...` (tests/ and its folders are packages).
 """
 
 from __future__ import annotations

@@ -5,10 +5,10 @@ from itertools import combinations
 import numpy as np
 import pytest
 import torch
-from checkers import check_fuzzy_batch, product_terms
 
 from latentcode.tasks import FuzzyLogic, FuzzyLogicConfig, get_task
 from latentcode.tasks.fuzzy_logic import term_bits
+from tests.tasks.checkers import check_fuzzy_batch, product_terms
 
 
 def _rows(array) -> set[tuple[int, ...]]:

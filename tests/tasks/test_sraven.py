@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from checkers import check_sraven_batch, decode_sraven, sraven_ambiguous
 
 from latentcode.tasks import RULE_NAMES, Batch, SRaven, SRavenConfig, get_task
+from tests.tasks.checkers import check_sraven_batch, decode_sraven, sraven_ambiguous
 
 
 def _rows(array) -> set[tuple[int, ...]]:

@@ -1,0 +1,1 @@
+"""Tests of latentcode/causal/: interventions, experiments, alignment search and erasure."""

@@ -1,0 +1,1 @@
+"""Tests of latentcode/cli/: the `latentcode` command, its errors and bad input."""

@@ -1,0 +1,1 @@
+"""Tests of latentcode/codes/: latent codes read out of a model."""

@@ -1,0 +1,1 @@
+"""Tests of latentcode/explore/: instance pictures and the explorer page."""

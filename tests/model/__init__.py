@@ -1,0 +1,1 @@
+"""Tests of latentcode/model/ and config.py: attention, the Transformer and its hooks, the hypernetwork."""

@@ -1,0 +1,143 @@
+"""The report's explorer and its section "Does the model use the code?"."""
+
+from __future__ import annotations
+
+import html
+import re
+import time
+
+import pytest
+
+from latentcode.causal.alignment import AlignmentResult
+from latentcode.causal.erasure import ErasureResult
+from latentcode.config import model_config, train_config
+from latentcode.pipelines.run_report import find_causal, report_runs
+from latentcode.tasks import get_task
+from latentcode.training.train import train
+from probes.report import CAUSAL_SECTION, RunInput, build_report
+from tests.explore.test_explorer_browser import browser  # noqa: F401 (the Chromium fixture)
+
+ALIGNMENT_ROWS = [
+    {"layer": 0, "k": 1, "iia": 0.125, "iia_low": 0.0625, "iia_high": 0.2344, "identity": 0.0451, "random": 0.0312,
+     "same_rule": 0.0208, "train_iia": 0.3333, "clean_counterfactual": 0.0417, "n": 96, "n_control": 80},
+    {"layer": 3, "k": 8, "iia": 0.5729, "iia_low": 0.4731, "iia_high": 0.6670, "identity": 0.2917, "random": 0.1875,
+     "same_rule": 0.0729, "train_iia": 0.8021, "clean_counterfactual": 0.0417, "n": 96, "n_control": 88},
+]
+ERASURE_ROWS = [
+    {"layer": 2, "rank": 7, "acc_clean": 0.6367, "acc_leace": 0.3906, "acc_random": 0.5586,
+     "acc_per_feature_clean": 0.878, "acc_per_feature_leace": 0.7285, "acc_per_feature_random": 0.8354,
+     "decode_clean": 0.8633, "decode_leace": 0.2871, "decode_random": 0.8501, "decode_floor": 0.2827,
+     "n_fit": 1024, "n_eval": 512},
+]
+
+
+def _section(text: str) -> str:
+    start = text.index(f">{html.escape(CAUSAL_SECTION)}</h2>")
+    return text[start:text.index("</body>")]
+
+
+def _rows(table_html: str) -> list[list[str]]:
+    """Every body row of the tables: [row header, cells...]."""
+    return [[html.unescape(c) for c in re.findall(r"<t[hd]>(.*?)</t[hd]>", row)]
+            for row in re.findall(r"<tr>(.*?)</tr>", table_html.split("<tbody>", 1)[1])] if "<tbody>" in table_html \
+        else []
+
+
+def test_the_causal_section_shows_the_numbers_of_the_results_it_is_given(tmp_path):
+    causal = {"alignment": {"rows": ALIGNMENT_ROWS, "params": {"n_samples": 96}},
+              "erasure": {"rows": ERASURE_ROWS, "params": {"n_fit": 1024}}}
+    report = build_report([RunInput(name="toy", causal=causal)], tmp_path, embed_method="pca", progress=False)
+    section = _section(report.path.read_text())
+    tables = section.split("</table>")[:2]
+    alignment, erasure = (_rows(t) for t in tables)
+    assert [r[:2] for r in alignment] == [["0", "1"], ["3", "8"]]
+    for cells, row in zip(alignment, ALIGNMENT_ROWS, strict=True):
+        assert cells[2] == f"{row['iia']:.3f}"
+        assert cells[3] == f"[{row['iia_low']:.3f}, {row['iia_high']:.3f}]"
+        assert cells[4:9] == [f"{row[k]:.3f}" for k in ("identity", "random", "same_rule", "clean_counterfactual",
+                                                         "train_iia")]
+        assert cells[9] == str(row["n"])
+    (cells,) = erasure
+    row = ERASURE_ROWS[0]
+    assert cells[:2] == ["2", "7"]
+    assert cells[2:9] == [f"{row[k]:.3f}" for k in ("acc_clean", "acc_leace", "acc_random", "decode_clean",
+                                                     "decode_leace", "decode_random", "decode_floor")]
+    assert cells[9] == f"{row['decode_leace'] - row['decode_floor']:+.3f}"  # +0.004: at the floor
+    assert report.summary["runs"]["toy"]["causal"]["erasure"]["rows"][0]["acc_leace"] == row["acc_leace"]
+
+
+def test_a_report_without_causal_results_has_no_causal_section(tmp_path):
+    report = build_report([RunInput(name="toy")], tmp_path, embed_method="pca", progress=False)
+    assert CAUSAL_SECTION not in report.path.read_text()
+
+
+def test_find_causal_reads_what_latentcode_causal_writes(tmp_path):
+    AlignmentResult("sraven", "hyla", ALIGNMENT_ROWS).save(tmp_path / "run-a" / "align")  # the command's layout
+    ErasureResult("sraven", "hyla", ERASURE_ROWS).save(tmp_path / "run-a" / "erase")
+    ErasureResult("sraven", "hyla", ERASURE_ROWS).save(tmp_path / "run-b")  # results/causal's layout
+    found = find_causal("run-a", tmp_path)
+    assert [r["iia"] for r in found["alignment"]["rows"]] == [0.125, 0.5729]
+    assert found["erasure"]["rows"][0]["decode_leace"] == 0.2871
+    assert set(find_causal("run-b", tmp_path)) == {"erasure", "source"}
+    assert find_causal("run-c", tmp_path) is None
+
+
+@pytest.fixture(scope="module")
+def tiny_sraven(tmp_path_factory):
+    task = get_task("sraven")
+    cfg = train_config("sraven", "tiny", steps=4, warmup=1, eval_every=4, log_every=4, checkpoint_every=4,
+                       eval_samples=32, device="cpu")
+    run_dir = tmp_path_factory.mktemp("runs") / "sraven-tiny"
+    train(model_config(task, "hyla", "tiny"), task, cfg, run_dir, progress=False)
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def tiny_report(tiny_sraven, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("report")
+    causal = folder / "causal"
+    ErasureResult("sraven", "hyla", ERASURE_ROWS).save(causal / "sraven-tiny" / "erase")
+    return report_runs([tiny_sraven], folder / "with", embed_method="pca", n_samples=32, progress=False,
+                       causal_dir=causal)
+
+
+def test_the_report_embeds_the_explorer_unless_told_not_to(tiny_sraven, tiny_report, tmp_path):
+    text = tiny_report.read_text()
+    assert text.count('<iframe class="lc-explorer" srcdoc="') == 1
+    assert 'id="explorer"' in text and CAUSAL_SECTION in text
+    page = html.unescape(re.search(r'srcdoc="([^"]*)"', text).group(1))  # the frame holds the whole explorer page
+    assert page.startswith("<!DOCTYPE html>") and "1024 codes" in page
+    without = report_runs([tiny_sraven], tmp_path / "without", embed_method="pca", n_samples=32, progress=False,
+                          explorer=False)
+    text = without.read_text()
+    assert "<iframe" not in text and 'id="explorer"' not in text and CAUSAL_SECTION not in text
+
+
+@pytest.fixture(scope="module")
+def chromium(browser):  # noqa: F811 (test_explorer_browser's headless Chromium, skipped without it)
+    return browser
+
+
+def test_the_explorer_in_the_report_answers_a_hover_and_a_click(chromium, tiny_report):
+    from selenium.webdriver.common.by import By
+
+    from tests.explore.test_explorer_browser import pointer_to, severe
+
+    chromium.get(tiny_report.resolve().as_uri())
+    frame = chromium.find_element(By.CSS_SELECTOR, "iframe.lc-explorer")
+    chromium.execute_script("arguments[0].scrollIntoView()", frame)
+    chromium.switch_to.frame(frame)
+    try:
+        deadline = time.monotonic() + 30
+        while chromium.execute_script("return document.getElementById('lc-root').dataset.ready") != "1":
+            assert time.monotonic() < deadline, f"the explorer never got ready: {chromium.get_log('browser')}"
+            time.sleep(0.05)
+        pointer_to(chromium, 3).perform()
+        instance = chromium.find_element(By.ID, "lc-instance")
+        assert instance.get_attribute("data-row") == "3"
+        assert len(instance.find_elements(By.CSS_SELECTOR, "svg.lc-instance rect")) >= 9 * 4  # the 3 x 3 grid
+        pointer_to(chromium, 3).click().perform()
+        assert chromium.find_element(By.ID, "lc-pattern").get_attribute("data-row") == "3"
+        assert severe(chromium) == []
+    finally:
+        chromium.switch_to.default_content()

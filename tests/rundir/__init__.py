@@ -1,0 +1,1 @@
+"""Tests of latentcode/rundir/: the run directory on disk, checkpoints and shipped runs."""

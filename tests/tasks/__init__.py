@@ -1,0 +1,1 @@
+"""Tests of latentcode/tasks/, against independent checkers written from the paper."""

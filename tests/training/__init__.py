@@ -1,0 +1,1 @@
+"""Tests of latentcode/training/: building configs, the training loop, ensembles, DDP, sweeps."""
