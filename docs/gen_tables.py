@@ -19,7 +19,7 @@ A generated block of any other kind runs a script of the repository that renders
 Every path named before the command must exist and appear among its arguments, so the marker says which committed
 files the numbers come from. The script runs as `sys.executable SCRIPT.py ARGS` from the repository root.
 
-tests/test_results.py fails when a block differs from its command's output. `--check` only reports the stale
+tests/pipelines/test_results.py fails when a block differs from its command's output. `--check` only reports the stale
 blocks (exit status 1 when there are any).
 """
 

@@ -284,7 +284,7 @@ def test_time_limit_stops_train_with_a_checkpoint_and_resume_finishes_it(tmp_pat
 
 
 # ------------------------------------------------------------------------------- shipped checkpoints by name
-REPO_CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
+REPO_CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
 
 
 @pytest.fixture()
