@@ -3,6 +3,7 @@ runs, and submitit's local executor."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -263,13 +264,10 @@ def test_every_committed_sweep_file_builds_what_it_says(path):
             assert getattr(train_cfg, key) == pytest.approx(value), (point.name, key)
 
 
-def test_a_point_names_its_run_directory_run_dir_and_reads_group_specs_written_before_0_2(tmp_path):
+def test_a_point_names_its_run_directory_run_dir_and_round_trips_through_its_group_spec(tmp_path):
     grid = Grid.from_dict({"task": "fuzzy_logic", "variants": ["hyla"], "preset": "tiny", "out": str(tmp_path)})
     (point,) = expand_grid(grid)
     data = point.to_dict()
     assert data["run_dir"] == str(tmp_path / "fuzzy_logic-hyla-s0") and "out_dir" not in data
-    assert SweepPoint.from_dict(data) == point
-    old = {("out_dir" if k == "run_dir" else k): v for k, v in data.items()}  # a 0.1 group spec
-    assert SweepPoint.from_dict(old) == point
-    with pytest.warns(DeprecationWarning, match=r"SweepPoint\.out_dir is deprecated; use SweepPoint\.run_dir"):
-        assert point.out_dir == tmp_path / "fuzzy_logic-hyla-s0"
+    assert SweepPoint.from_dict(json.loads(json.dumps(data))) == point
+    assert not hasattr(point, "out_dir")  # the 0.1 name is gone in 0.3
