@@ -269,8 +269,8 @@ def results() -> list[str]:
     """Bring the committed SRAVEN results up to the runs' snapshots (issue 19's routine after each one): for every
     queued SRAVEN run with a snapshot its committed emergence table lacks, `latentcode emergence --update` into
     results/emergence/<run>/ (CSV and JSON only; the figure files it also writes there are removed) and its docs
-    figure (`sweeps/fig5.py figure`); then, if anything changed, the accuracy-over-training figure of every run
-    with a table (`sweeps/fig5.py accuracy`), Table A1's SRAVEN CSV (`latentcode table
+    figure (`docs/fig5_tables.py figure`); then, if anything changed, the accuracy-over-training figure of every run
+    with a table (`docs/fig5_tables.py accuracy`), Table A1's SRAVEN CSV (`latentcode table
     --include-unfinished`, of each run directory here, else of the run's shipped checkpoint) and the generated docs
     tables (`docs/gen_tables.py`). Returns the runs updated."""
     def call(*args: str) -> None:
@@ -286,11 +286,11 @@ def results() -> list[str]:
              "--no-progress")
         for figure in ("emergence.png", "emergence.html", "plotly.min.js"):
             (ROOT / out / figure).unlink(missing_ok=True)  # the docs draw their own (below); only data is committed
-        call("sweeps/fig5.py", "figure", name, "--out", f"docs/images/{name.replace('-', '_')}_emergence.png")
+        call("docs/fig5_tables.py", "figure", name, "--out", f"docs/images/{name.replace('-', '_')}_emergence.png")
         updated.append(name)
     if updated:
         tables = [name for name in QUEUE if (ROOT / EMERGENCE / name / "emergence.csv").is_file()]
-        call("sweeps/fig5.py", "accuracy", *tables, "--out", ACCURACY_FIGURE)
+        call("docs/fig5_tables.py", "accuracy", *tables, "--out", ACCURACY_FIGURE)
         call("-m", "latentcode", "table", *table_runs(), "--include-unfinished", "--csv", str(TABLE_A1))
         call("docs/gen_tables.py")
     return updated
