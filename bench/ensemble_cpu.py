@@ -34,8 +34,8 @@ def measure(variant: str, args: argparse.Namespace, root: Path, ensemble: bool) 
     assert all(r.status == "done" for r in results), [r.log.read_text() for r in results if r.log]
     train_s = 0.0
     for r in results:
-        lines = [m for m in read_metrics(r.point.out_dir) if m["split"] == "train"]
-        batch = RunConfig.load(r.point.out_dir).train.batch_size
+        lines = [m for m in read_metrics(r.point.run_dir) if m["split"] == "train"]
+        batch = RunConfig.load(r.point.run_dir).train.batch_size
         # each line covers log_every = 10 steps; the first holds the warm-up, skip it. An ensemble's members
         # share one train time: count it once
         if not ensemble or r is results[0]:

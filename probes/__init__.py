@@ -103,6 +103,7 @@ if TYPE_CHECKING:
         RuleSimilarity,
         TopographicResult,
         class_means,
+        input_similarity,
         rule_similarity,
         topographic_similarity,
     )
@@ -198,6 +199,7 @@ _EXPORTS: dict[str, str] = {
         "RuleSimilarity",
         "TopographicResult",
         "class_means",
+        "input_similarity",
         "rule_similarity",
         "topographic_similarity",
     ), "probes.similarity"),
@@ -257,6 +259,7 @@ __all__ = [
     "embedding_figure",
     "experiment_figure",
     "input_features",
+    "input_similarity",
     "log_constant_warnings",
     "make_probe",
     "resolve_layers",

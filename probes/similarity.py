@@ -298,3 +298,53 @@ def topographic_similarity(
         n_permutations=n_permutations,
         constant_layers=spread.constant_layers,
     )
+
+
+def input_similarity(
+    codes: LatentCodes, label: str | None = None, *, split: str | list[str] | None = None, center: bool = True
+) -> RuleSimilarity:
+    """Fig. 5E's cosines with the raw inputs in place of the codes: the input-only control of `rule_similarity`.
+
+    Each row's "code" is the one-hot of its input type, the tuple of raw tokens at its key positions
+    (`probes.decoding.controls.input_types`: for SRAVEN the pair of values of the last feature in panels 7 and 8).
+    Classes whose key values share a joint distribution get the same mean here without any model: on SRAVEN,
+    addition and difference are both uniform over the 64 pairs. A pair of rules that is as similar in the codes
+    as in this control shares its inputs, not necessarily a code.
+
+    Args:
+        codes: latent codes with their inputs and discrete key tokens (SRAVEN's).
+        label: class label to group by (default `codes.label`, `rule`); one class per row.
+        split: restrict to these split(s) (default: every row).
+        center: subtract the mean one-hot over the rows first (as `rule_similarity(center=True)`).
+
+    Returns:
+        A `RuleSimilarity` whose `layer` is "input-only".
+
+    Raises:
+        ValueError: codes without inputs, or a label that is a set of classes per row.
+
+    Example:
+        >>> import numpy as np
+        >>> from probes.codes import LatentCodes
+        >>> inputs = np.array([[0, 1], [1, 0], [0, 1], [1, 0]], dtype=np.float32)[:, :, None]
+        >>> lc = LatentCodes(np.zeros((4, 1, 1, 1, 2)), {"rule": np.array([0, 0, 1, 1])}, np.array(["test"] * 4),
+        ...                  {"task": "sraven", "n_classes": 2, "key": [0, 1]}, inputs=inputs)
+        >>> round(float(input_similarity(lc, center=False).similarity[0, 1]), 6)  # both rules see both inputs alike
+        1.0
+    """
+    from probes.decoding.controls import input_types
+
+    rows = codes.select(split=split) if split is not None else codes
+    name, y, classes, names = class_labels(rows, label)
+    if y.ndim != 1:
+        raise ValueError(f"label={name!r} has shape {y.shape}; input_similarity needs one class per row (e.g. rule)")
+    _, ids = input_types(rows)
+    onehot = np.eye(int(ids.max()) + 1)[ids]
+    counts = np.array([int(np.sum(y == c)) for c in classes])
+    means = np.stack([onehot[y == c].mean(axis=0) if n else np.full(onehot.shape[1], np.nan)
+                      for c, n in zip(classes, counts, strict=True)])
+    flat = means - onehot.mean(axis=0) if center else means
+    with np.errstate(all="ignore"):
+        unit = flat / np.linalg.norm(flat, axis=1, keepdims=True)
+    similarity = np.clip(unit @ unit.T, -1.0, 1.0)
+    return RuleSimilarity(name, list(names), similarity, counts, "input-only", center)

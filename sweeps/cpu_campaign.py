@@ -14,20 +14,22 @@ them.
     python sweeps/cpu_campaign.py results             # after a new snapshot: emergence rows, Table A1's SRAVEN
                                                       # CSV, the emergence figures and the docs' tables
 
-Each lane takes the first run of `QUEUE` that is neither finished nor taken by another lane (a lock file in the
-directory beside the runs), and trains it with exactly the command `latentcode sweep sweeps/table_a1_sraven.yaml` would run
-for that point (SRAVEN: sweeps/table_a1_sraven.yaml; fuzzy logic: sweeps/table_a1_fuzzy_logic.yaml with 0.1's
-GELU and schedule), plus, for SRAVEN, `--train.snapshots=true` (the weights of every evaluation, for the emergence
-analysis) and a 2,000-step checkpoint cadence; neither changes the numbers, and a resume may leave them out. `stash` stops the
-trainings with SIGTERM, which makes them write a checkpoint between two steps, so the copy is a whole resume
-state; `start` again continues bitwise. Snapshots and logs are not stashed (see docs/campaign-log.md).
+The queue is the sweep's (`latentcode.training.sweep.train_lane`): each lane takes the first run of `QUEUE` that is
+neither done nor taken by another lane (a lock file in runs/.locks, beside the runs, holding the lane's and its
+trainer's process ids), and trains that point of its sweep (SRAVEN: sweeps/table_a1_sraven.yaml; fuzzy logic:
+sweeps/table_a1_fuzzy_logic.yaml with 0.1's GELU and schedule) with one thread, plus, for SRAVEN, snapshots (the
+weights of every evaluation, for the emergence analysis) and a 2,000-step checkpoint cadence; neither changes the
+numbers, and a resume may leave them out. `stash` stops the lanes it finds in the lock files and SIGTERMs their
+trainers, which write a checkpoint between two steps, so the copy is a whole resume state; `start` again continues
+bitwise. Snapshots and logs are not stashed (see docs/campaign-log.md).
 """
 
 from __future__ import annotations
 
 # ruff: noqa: T201 (a command-line script: it reports with print)
 import argparse
-import fcntl
+import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -37,7 +39,12 @@ import sys
 import time
 from pathlib import Path
 
+from latentcode.training.sweep import SweepPoint, held_locks, is_locked, point_command, train_lane
+from latentcode.training.sweep_grid import expand_grid, load_grid
+
 ROOT = Path(__file__).resolve().parents[1]
+GRIDS = Path(__file__).resolve().parent
+"""Where the sweeps of the queued runs are (sweeps/table_a1_<task>.yaml)."""
 RUNS = ROOT / "runs"
 STASH = ROOT / "checkpoints" / "in-progress"
 LOGS = ROOT / "runs" / "logs"
@@ -56,21 +63,42 @@ side, linear seed 0, then seeds 1 and 2 (HYLA first)."""
 RESUME_FILES = ("config.json", "model.safetensors", "train_state.safetensors", "train_state.json", "metrics.jsonl")
 
 
+CHECKPOINT_EVERY = 2000
+"""The SRAVEN runs' checkpoint cadence (steps)."""
+FUZZY_V01 = {"model": {"act_fn": "gelu"}, "train": {"lr_schedule": "v0.1"}}
+"""What the fuzzy-logic runs add to their sweep point: 0.1's exact GELU and learning-rate schedule."""
+
+
 def run_dir(name: str) -> Path:
     """Where a queued run lives: the folder its sweep (sweeps/table_a1_*.yaml) gives it."""
     task = name.split("-")[0]
     return RUNS / f"table_a1_{task}" / name
 
 
+def point(name: str) -> SweepPoint:
+    """The sweep point of one queued run (sweeps/table_a1_<task>.yaml's), living at `run_dir(name)`; a fuzzy-logic
+    run with 0.1's GELU and schedule (`FUZZY_V01`)."""
+    task = name.split("-")[0]
+    found = dataclasses.replace(_grid_points(GRIDS / f"table_a1_{task}.yaml")[name], run_dir=run_dir(name))
+    if task == "fuzzy_logic":
+        found = dataclasses.replace(found, model={**found.model, **FUZZY_V01["model"]},
+                                    train={**found.train, **FUZZY_V01["train"]})
+    return found
+
+
+@functools.cache
+def _grid_points(grid: Path) -> dict[str, SweepPoint]:
+    return {p.name: p for p in expand_grid(load_grid(grid))}
+
+
+def _cadence(name: str) -> dict:
+    """The flags a queued run trains with beside its point (`point_command`'s): none of them changes the numbers."""
+    return {"checkpoint_every": CHECKPOINT_EVERY, "snapshots": True} if name.startswith("sraven-") else {}
+
+
 def command(name: str) -> list[str]:
-    """The `latentcode train` command of one queued run (the sweep's own point, see module docstring)."""
-    task, variant, seed = name.split("-")[:3]
-    args = [sys.executable, "-m", "latentcode", "train", task, "--model", variant, "--preset", "paper",
-            "--seed", seed.removeprefix("s"), "--out", str(run_dir(name)), "--resume", "--threads", "1",
-            "--no-progress"]
-    if task == "sraven":
-        return [*args, "--checkpoint-every", "2000", "--train.snapshots=true"]
-    return [*args, "--task.seq_len=32", "--task.frac_ood=0.7", "--model.act_fn=gelu", "--train.lr_schedule=v0.1"]
+    """The `latentcode train` command of one queued run: its sweep point, one thread and its cadence."""
+    return point_command(point(name), threads=1, **_cadence(name))
 
 
 def _state(run: Path) -> dict:
@@ -84,30 +112,12 @@ def done(name: str) -> bool:
     return bool(_state(run_dir(name)).get("finished")) or (ROOT / "checkpoints" / shipped_name(name)).is_dir()
 
 
-def _lock_path(run: Path) -> Path:
-    LOCKS.mkdir(parents=True, exist_ok=True)
-    return LOCKS / f"{run.name}.lock"
-
-
-def _locked(run: Path) -> bool:
-    lock = _lock_path(run)
-    if not lock.is_file():
-        return False
-    with lock.open() as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(f, fcntl.LOCK_UN)
-    return False
-
-
 def restore() -> list[str]:
     """Copy stashed resume state into runs/ where runs/ has none or an older step; returns the restored runs."""
     restored = []
     for stash in sorted(STASH.iterdir()) if STASH.is_dir() else ():
         run = run_dir(stash.name)
-        if _state(stash).get("step", 0) > _state(run).get("step", 0) and not _locked(run):
+        if _state(stash).get("step", 0) > _state(run).get("step", 0) and not is_locked(point(stash.name), LOCKS):
             run.mkdir(parents=True, exist_ok=True)
             for name in RESUME_FILES:
                 if (stash / name).is_file():
@@ -117,28 +127,17 @@ def restore() -> list[str]:
 
 
 def lane() -> None:
-    """Train queued runs one after another until none is left (runs in the background; `start` launches it)."""
-    LOGS.mkdir(parents=True, exist_ok=True)
-    while True:
-        for name in QUEUE:
-            run = run_dir(name)
-            if done(name):
-                continue
-            with _lock_path(run).open("w") as lock:
-                try:
-                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    continue  # another lane has it
-                lock.write(str(os.getpid()))
-                lock.flush()
-                with (LOGS / f"{name}.log").open("a") as log:
-                    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-                    code = subprocess.call(command(name), stdout=log, stderr=subprocess.STDOUT, env=env)
-                if code != 0:
-                    print(f"{name} exited with {code}; see {LOGS / name}.log", file=sys.stderr)
-                    return
-            break
-        else:
+    """Train queued runs one after another until none is left or one stops (runs in the background; `start`
+    launches it): the sweep's queue, `train_lane`, over the queue's points."""
+    by_task: dict[str, list[SweepPoint]] = {}
+    for name in QUEUE:  # each task's points train with their own cadence flags
+        by_task.setdefault(name.split("-")[0], []).append(point(name))
+    for points in by_task.values():
+        results = train_lane(points, locks=LOCKS, logs=LOGS, threads=1, done=lambda p: done(p.name),
+                             **_cadence(points[0].name))
+        if results and results[-1].status != "done":
+            print(f"{results[-1].point.name} {results[-1].status} (exit status {results[-1].returncode}); see "
+                  f"{results[-1].log}", file=sys.stderr)
             return
 
 
@@ -155,22 +154,34 @@ def start(lanes: int) -> None:
     print(f"{lanes} lane(s) started; logs in {LOGS.relative_to(ROOT)}")
 
 
-def _trainers() -> list[int]:
-    out = subprocess.run(["pgrep", "-f", "latentcode train "], capture_output=True, text=True).stdout
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
     return [int(p) for p in out.split()]
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def stash(timeout: float = 120.0) -> None:
-    """Stop the lanes and trainings (each writes a checkpoint), then copy every unfinished run's resume state."""
-    lanes = subprocess.run(["pgrep", "-f", "cpu_campaign.py lane"], capture_output=True, text=True).stdout.split()
-    for pid in map(int, lanes):
-        os.kill(pid, signal.SIGKILL)  # the lane only waits on its trainer; it must not start the next run
-    for pid in _trainers():
+    """Stop the lanes and trainings (each writes a checkpoint), then copy every unfinished run's resume state.
+    The lanes and trainers are those named in the held lock files of runs/.locks (a lane that records only its own
+    id: its child processes), so no other training of the machine is touched."""
+    trainers = []
+    for pids in held_locks(LOCKS).values():
+        lane_pid, *trainer = pids
+        trainers += trainer or _children(lane_pid)
+        os.kill(lane_pid, signal.SIGKILL)  # the lane only waits on its trainer; it must not start the next run
+    for pid in trainers:
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while _trainers() and time.monotonic() < deadline:
+    while any(map(_alive, trainers)) and time.monotonic() < deadline:
         time.sleep(1)
-    if _trainers():
+    if any(map(_alive, trainers)):
         raise SystemExit("trainings still running after SIGTERM; stash again once they have exited")
     stash_state()
 
@@ -258,8 +269,8 @@ def results() -> list[str]:
     """Bring the committed SRAVEN results up to the runs' snapshots (issue 19's routine after each one): for every
     queued SRAVEN run with a snapshot its committed emergence table lacks, `latentcode emergence --update` into
     results/emergence/<run>/ (CSV and JSON only; the figure files it also writes there are removed) and its docs
-    figure (`sweeps/fig5.py figure`); then, if anything changed, the accuracy-over-training figure of every run
-    with a table (`sweeps/fig5.py accuracy`), Table A1's SRAVEN CSV (`latentcode table
+    figure (`docs/fig5_tables.py figure`); then, if anything changed, the accuracy-over-training figure of every run
+    with a table (`docs/fig5_tables.py accuracy`), Table A1's SRAVEN CSV (`latentcode table
     --include-unfinished`, of each run directory here, else of the run's shipped checkpoint) and the generated docs
     tables (`docs/gen_tables.py`). Returns the runs updated."""
     def call(*args: str) -> None:
@@ -275,11 +286,11 @@ def results() -> list[str]:
              "--no-progress")
         for figure in ("emergence.png", "emergence.html", "plotly.min.js"):
             (ROOT / out / figure).unlink(missing_ok=True)  # the docs draw their own (below); only data is committed
-        call("sweeps/fig5.py", "figure", name, "--out", f"docs/images/{name.replace('-', '_')}_emergence.png")
+        call("docs/fig5_tables.py", "figure", name, "--out", f"docs/images/{name.replace('-', '_')}_emergence.png")
         updated.append(name)
     if updated:
         tables = [name for name in QUEUE if (ROOT / EMERGENCE / name / "emergence.csv").is_file()]
-        call("sweeps/fig5.py", "accuracy", *tables, "--out", ACCURACY_FIGURE)
+        call("docs/fig5_tables.py", "accuracy", *tables, "--out", ACCURACY_FIGURE)
         call("-m", "latentcode", "table", *table_runs(), "--include-unfinished", "--csv", str(TABLE_A1))
         call("docs/gen_tables.py")
     return updated
@@ -338,7 +349,7 @@ def status() -> None:
         state, stashed = _state(run), _state(kept)
         finished = "finished" if state.get("finished") else "shipped" if done(name) else ""
         line = (f"{name:20s} step {state.get('step', 0):>7}  {finished:8s} "
-                f"{'running' if _locked(run) else '':7s}  stashed step {str(stashed.get('step', '-')):>7}")
+                f"{'running' if is_locked(point(name), LOCKS) else '':7s}  stashed step {str(stashed.get('step', '-')):>7}")
         progress, total = speeds[name], _total_steps(run)
         if not finished and progress and progress[1] > 0 and total:
             logged, rate = progress

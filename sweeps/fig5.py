@@ -1,54 +1,27 @@
-"""The paper's Fig. 5 (SRAVEN) on one trained run or snapshot, and the Markdown tables docs/reproduction.md shows.
+"""The campaign's Fig. 5 (SRAVEN) of one trained run or snapshot: `latentcode.pipelines.fig5` on the campaign's folders.
 
-    python sweeps/fig5.py run RUN [--name NAME]     # every analysis of one model; one command per model
-    python sweeps/fig5.py table KIND RESULTS...     # a Markdown table from committed results (docs/gen_tables.py)
-    python sweeps/fig5.py figure NAME --out PNG     # the emergence figure of one model from its committed table
-    python sweeps/fig5.py accuracy NAME... --out PNG  # held-out accuracy of several models over training
+    python sweeps/fig5.py run RUN [--name NAME] [--no-umap]   # every analysis of one model; one command per model
 
-`run` reads the codes at the paper's reading (spec §4.1: query = the last token, keys = the last feature of panels
-7 and 8, instances unpermuted; `latentcode extract`'s default) and writes the big outputs (codes, figures) to
-runs/fig5/NAME/ and the small ones (CSV, JSON) to results/fig5/NAME/:
-
-- `decode.json`: Fig. 5F, `latentcode decode` (training rule sets → held-out ones, beside uniform chance, the
-  majority class, the input-only control and control-task selectivity);
-- `rule_transfer.csv/.json` (`test` split) and `rule_transfer_ood.csv/.json` (`ood`): `latentcode transfer`;
-- `clustering.csv`: Fig. 5A/B's cluster-vs-label scores, k-means per layer (`probes.cluster_codes`), against the
-  last feature's rule and against the target value, on every row and on the held-out rows;
-- `similarity.csv`: Fig. 5E, cosine similarity of the rule-average codes per layer (`probes.rule_similarity`),
-  raw and centred;
-- `fig5.json`: the run, its step (and the steps it trains for), its own accuracy at that step, and the command
-  behind every file.
-
-The figures (runs/fig5/NAME/figures/): a UMAP per layer coloured by rule and by target (`umap_layer{L}`) and the
-rule-similarity heatmap per layer (`similarity_layer{L}`). The analysis commands use the `latentcode` command
-(`python -P -m latentcode`, so the installed package, or the one on PYTHONPATH, runs), the tables read only the
-committed files (no torch, no probes). The table commands print one Markdown table each; docs/gen_tables.py
-runs them for `<!-- generated: ... -->` blocks.
+`run` opens RUN once (a run directory, a snapshot RUN/snapshots/step-N or a shipped name) and calls
+`fig5_analysis`: the big outputs (codes, decoding, transfer figures, the per-layer figures) go to runs/fig5/NAME/,
+the small ones (`FIG5_FILES`: decode.json, rule_transfer[_ood].csv/.json, clustering.csv, similarity.csv and
+fig5.json with the command behind every file) to results/fig5/NAME/. NAME defaults to `RUN-stepNNNNNN`, the step
+of the weights read. The docs' tables and figures from these files are docs/fig5_tables.py's; `table`, `figure`
+and `accuracy` here run that script with the same arguments.
 """
 
 from __future__ import annotations
 
 # ruff: noqa: T201 (a command-line script: it reports with print)
 import argparse
-import csv
-import json
-import math
-import shlex
-import shutil
-import subprocess
+import runpy
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path("results/fig5")
 ANALYSES = Path("runs/fig5")
-PAPER_OOD_ACC = {"softmax": 56.56, "linear": 56.30, "hyla": 69.13}
-"""Table A1's SRAVEN OOD accuracy (%), mean over 3 seeds."""
-PAIR = ("addition", "subtraction")
-"""Fig. 5E's pair: the paper's rules F (addition) and G (difference)."""
-LABELS = ("rule", "target")
-ROWS = {"all": None, "ood": "ood"}
-"""Rows clustered: every split's codes, or the held-out rule sets' only."""
+DOCS_SCRIPT = ROOT / "docs" / "fig5_tables.py"
 
 
 def _rel(path: Path) -> str:
@@ -56,577 +29,70 @@ def _rel(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
-def _latentcode(args: list[str], commands: dict[str, str], key: str) -> str:
-    """Run `latentcode ARGS` from the repository root, record the command under `key`, return its stdout."""
-    commands[key] = "latentcode " + shlex.join(args)
-    print(f"$ {commands[key]}", flush=True)
-    done = subprocess.run([sys.executable, "-P", "-m", "latentcode", *args], cwd=ROOT, capture_output=True,
-                          text=True)
-    sys.stdout.write(done.stdout)
-    if done.returncode != 0:
-        sys.stderr.write(done.stderr)
-        raise SystemExit(f"`{commands[key]}` failed (exit status {done.returncode}); its error is above")
-    return done.stdout
-
-
-def _weights_step(run: Path) -> int:
-    """The training step of a run's or snapshot's model.safetensors (its metadata; the header alone is read)."""
-    path = run / "model.safetensors"
-    if not path.is_file():
-        raise SystemExit(f"{run} has no model.safetensors; give a run directory or RUN/snapshots/step-N")
-    with path.open("rb") as f:
-        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
-    step = header.get("__metadata__", {}).get("step")
-    if step is None or not str(step).isdigit():
-        raise SystemExit(f"{path} records no training step; name the results with --name")
-    return int(step)
-
-
-def results_name(run: Path) -> str:
-    """`RUN-stepNNNNNN` for a run directory or one of its snapshots (RUN/snapshots/step-N): the step of the weights
-    read, so a run still training never reuses an older step's analysis and the tables (`latest`) find it."""
-    base = run.parent.parent if run.parent.name == "snapshots" else run
-    return f"{base.name}-step{_weights_step(run):06d}"
-
-
-def _step_metrics(run: Path, step: int) -> dict[str, float]:
-    """The run's own evaluation at `step` (a snapshot `RUN/snapshots/step-N` reads its run's metrics.jsonl)."""
-    for folder in (run, run.parent.parent):
-        path = folder / "metrics.jsonl"
-        if not path.is_file() or not path.stat().st_size:
-            continue
-        found = {}
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            if record.get("step") == step and record.get("split") in ("test", "ood") and "acc" in record:
-                found[f"{record['split']}_acc"] = record["acc"]
-                if record.get("value_live_fraction") and any(v is not None for v in record["value_live_fraction"]):
-                    found["value_live_fraction"] = record["value_live_fraction"]
-        if found:
-            return found
-    return {}
-
-
-def _write_csv(path: Path, rows: list[dict]) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-
-
-def _probe_analyses(analysis: Path, results: Path, commands: dict[str, str], umap: bool) -> dict:
-    """Clustering, rule similarity and the per-layer figures, with the probes API, on the extracted codes."""
-    import warnings
-
-    from probes import LatentCodes, cluster_codes, embed_codes, rule_similarity
-    from probes.figures import embedding_figure, save_figure, similarity_figure
-
-    codes = LatentCodes.load(analysis / "codes" / "paper")
-    layers = [str(layer) for layer in codes.layer_names]
-    clustering = []
-    for label in LABELS:
-        for rows, split in ROWS.items():
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                result = cluster_codes(codes, label=label, split=split, k=8, random_state=0)
-            for row in result.layers:
-                clustering.append({"label": label, "rows": rows, "n_samples": result.n_samples, "k": result.k,
-                                   "layer": row.layer, "ami": round(row.ami, 4), "ari": round(row.ari, 4),
-                                   "silhouette": round(row.silhouette, 4)})
-    _write_csv(results / "clustering.csv", clustering)
-    commands["clustering.csv"] = ("python sweeps/fig5.py run ...: probes.cluster_codes(codes, label=LABEL, "
-                                  "split=None|'ood', k=8, random_state=0), LABEL in rule, target")
-    similarity = []
-    for layer in [*layers, "all"]:
-        for centered in (False, True):
-            sim = rule_similarity(codes, layer=layer if layer == "all" else int(layer), center=centered)
-            names = sim.class_names
-            for i, a in enumerate(names):
-                for j, b in enumerate(names):
-                    if i < j:
-                        similarity.append({"layer": layer, "centered": centered, "rule_a": a, "rule_b": b,
-                                           "cosine": round(float(sim.similarity[i, j]), 4)})
-            if not centered and layer != "all":
-                figure = similarity_figure(sim, title=f"Mean-code cosine per rule (layer {layer})")
-                save_figure(figure, analysis / "figures" / f"similarity_layer{layer}", formats=("png",))
-    similarity += _input_similarity(codes)
-    _write_csv(results / "similarity.csv", similarity)
-    commands["similarity.csv"] = ("python sweeps/fig5.py run ...: probes.rule_similarity(codes, layer=L, "
-                                  "center=False|True) on every row, L = each layer and all; layer input-only: "
-                                  "the same cosines of the rule-average one-hot of the pair of raw values at the "
-                                  "key positions (probes.input_types)")
-    if umap:
-        for layer in layers:
-            embedding = embed_codes(codes, "umap", int(layer), max_points=3000, random_state=0)
-            figure = embedding_figure(embedding, color_by=["rule", "target"])
-            save_figure(figure, analysis / "figures" / f"umap_layer{layer}", formats=("png", "html"))
-    return {"n_samples": codes.n_samples, "splits": list(codes.splits), "reading": codes.reading,
-            "layers": layers}
-
-
-def _input_similarity(codes) -> list[dict]:
-    """Fig. 5E's cosines on the raw inputs instead of the codes: the rule-average one-hot of the pair of values at
-    the codes' key positions (64 types; `probes.input_types`). Rules whose two key values have the same joint
-    distribution share this "code" without any model (addition and difference: both uniform over the 64 pairs)."""
-    import numpy as np
-
-    from probes.decoding.controls import input_types
-
-    _, ids = input_types(codes)
-    X = np.eye(int(ids.max()) + 1)[ids]
-    y = codes.label_values("rule")
-    names = codes.class_names()
-    means = np.stack([X[y == c].mean(axis=0) for c in range(len(names))])
-    rows = []
-    for centered in (False, True):
-        flat = means - X.mean(axis=0) if centered else means
-        unit = flat / np.linalg.norm(flat, axis=1, keepdims=True)
-        cosine = unit @ unit.T
-        rows += [{"layer": "input-only", "centered": centered, "rule_a": a, "rule_b": b,
-                  "cosine": round(float(cosine[i, j]), 4)}
-                 for i, a in enumerate(names) for j, b in enumerate(names) if i < j]
-    return rows
+def commands(run: str, name: str, analysis: Path) -> dict[str, str]:
+    """The library call behind each file of results/fig5/NAME (recorded in its fig5.json)."""
+    call = f"latentcode.pipelines.fig5.fig5_analysis(open_run({run!r}), out_dir={_rel(analysis)!r})"
+    return {
+        "all": f"python sweeps/fig5.py run {run} --name {name}",
+        "codes": f"{call}: the codes at the paper's reading, {_rel(analysis)}/codes/paper.npz",
+        "decode.json": f"{call}: decode_run, {_rel(analysis)}/codes/paper.decode.json",
+        "rule_transfer.csv": f"{call}: rule_transfer(split='test', n_samples=1024, seed=0)",
+        "rule_transfer.json": f"{call}: rule_transfer(split='test', n_samples=1024, seed=0)",
+        "rule_transfer_ood.csv": f"{call}: rule_transfer(split='ood', n_samples=1024, seed=0)",
+        "rule_transfer_ood.json": f"{call}: rule_transfer(split='ood', n_samples=1024, seed=0)",
+        "clustering.csv": "latentcode.pipelines.fig5.cluster_rows(codes): probes.cluster_codes(codes, label=LABEL, "
+                          "split=None|'ood', k=8, random_state=0), LABEL in rule, target",
+        "similarity.csv": "latentcode.pipelines.fig5.similarity_rows(codes): probes.rule_similarity(codes, layer=L, "
+                          "center=False|True) on every row, L = each layer and all; layer input-only: "
+                          "probes.input_similarity(codes, 'rule', center=False|True), the same cosines of the "
+                          "rule-average one-hot of the pair of raw values at the key positions",
+    }
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    run = Path(args.run).resolve()
-    config = json.loads((run / "config.json").read_text())
-    if config["task"]["name"] != "sraven":
-        raise SystemExit(f"{run} is a {config['task']['name']} run; Fig. 5 is SRAVEN's")
-    variant, steps = config["model"]["variant"], int(config["train"]["steps"])
-    name = args.name or results_name(run)
-    analysis, results = ROOT / ANALYSES / name, ROOT / RESULTS / name
-    results.mkdir(parents=True, exist_ok=True)
-    commands: dict[str, str] = {}
-    codes = analysis / "codes" / "paper.npz"
-    if not codes.is_file():
-        _latentcode(["extract", _rel(run), "--out", _rel(analysis), "--no-progress"], commands, "codes")
-    else:
-        commands["codes"] = f"latentcode extract {_rel(run)} --out {_rel(analysis)}"
-    step = int(json.loads(codes.with_suffix(".json").read_text())["step"])
-    decoded = analysis / "codes" / "paper.decode.json"
-    if args.force or not decoded.is_file() or decoded.stat().st_mtime < codes.stat().st_mtime:
-        (analysis / "decode.txt").write_text(
-            _latentcode(["decode", _rel(run), "--out", _rel(analysis), "--no-progress"], commands, "decode.json"))
-    else:
-        commands["decode.json"] = f"latentcode decode {_rel(run)} --out {_rel(analysis)}"
-    shutil.copyfile(analysis / "codes" / "paper.decode.json", results / "decode.json")
-    for split, suffix in (("test", ""), ("ood", "_ood")):
-        out = analysis / f"interventions{suffix}"
-        key = f"rule_transfer{suffix}.csv"
-        transfer = ["transfer", _rel(run), "--split", split, "--out", _rel(out)]
-        if args.force or not (out / "rule_transfer.json").is_file():
-            _latentcode([*transfer, "--no-progress"], commands, key)
-        else:
-            commands[key] = "latentcode " + shlex.join(transfer)
-        for ext in ("csv", "json"):
-            shutil.copyfile(out / f"rule_transfer.{ext}", results / f"rule_transfer{suffix}.{ext}")
-    commands["rule_transfer_ood.json"] = commands["rule_transfer_ood.csv"]
-    commands["rule_transfer.json"] = commands["rule_transfer.csv"]
-    meta = _probe_analyses(analysis, results, commands, umap=not args.no_umap)
-    summary = {
-        "kind": "latentcode.fig5",
-        "name": name,
-        "run": _rel(run),
-        "variant": variant,
-        "step": step,
-        "steps": steps,
-        "intermediate": step < steps,
-        "label": f"step {step:,} of {steps:,}" + (" (intermediate snapshot)" if step < steps else ""),
-        "model": _step_metrics(run, step),
-        "paper_ood_acc": PAPER_OOD_ACC.get(variant),
-        "codes": meta,
-        "commands": {"all": f"python sweeps/fig5.py run {_rel(run)} --name {name}", **commands},
-    }
-    (results / "fig5.json").write_text(json.dumps(summary, indent=2) + "\n")
+    from latentcode.pipelines.fig5 import fig5_analysis, fig5_figures, results_name
+    from latentcode.pipelines.opened_run import open_run
+
+    try:
+        run = open_run(args.run)
+        name = args.name or results_name(run)
+        analysis, results = ROOT / ANALYSES / name, ROOT / RESULTS / name
+        result = fig5_analysis(run, out_dir=analysis, name=name, progress=False)
+    except (FileNotFoundError, ValueError) as e:
+        raise SystemExit(f"error: {e}") from None
+    shown = _rel(run.path)
+    result.summary["run"] = shown
+    result.save(results, commands(shown, name, analysis))
+    fig5_figures(result.codes, analysis / "figures", umap=not args.no_umap)
     print(f"written: {_rel(results)} (figures: {_rel(analysis / 'figures')})")
     return 0
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Markdown tables from the committed results (no torch, no probes)
-
-
-def latest(base: str, name: str) -> Path | None:
-    """The results folder of model `name` under `base` at its latest step (`NAME-stepNNNNNN`), or None."""
-    found = sorted((ROOT / base).glob(f"{name}-step[0-9]*"), key=lambda p: int(p.name.rsplit("-step", 1)[1]))
-    found = [p for p in found if (p / "fig5.json").is_file()]
-    return found[-1] if found else None
-
-
-def _models(base: str, names: list[str]) -> list[tuple[dict, Path]]:
-    """(fig5.json, folder) of each named model that has results, at its latest step."""
-    folders = [latest(base, name) for name in names]
-    return [(json.loads((f / "fig5.json").read_text()), f) for f in folders if f is not None]
-
-
-def _csv(path: Path) -> list[dict[str, str]]:
-    with path.open() as f:
-        return list(csv.DictReader(f))
-
-
-def _f(value: float | str | None, digits: int = 3) -> str:
-    if value is None or value == "":
-        return "n/a"
-    value = float(value)
-    return "–" if math.isnan(value) else f"{value:.{digits}f}"
-
-
-def _who(summary: dict) -> str:
-    return f"{summary['variant']}, {summary['label']}"
-
-
-def table_snapshots(base: str, names: list[str]) -> list[str]:
-    lines = ["| model | analysed at | results | held-out (OOD) accuracy at this step | paper, final (156,250 steps) "
-             "| value network live (layers 0–3) |", "|---|---|---|---|---|---|"]
-    for name in names:
-        folder = latest(base, name)
-        if folder is None:
-            lines.append(f"| {name} | not analysed yet | – | – | – | – |")
-            continue
-        s = json.loads((folder / "fig5.json").read_text())
-        live = s["model"].get("value_live_fraction")
-        live = ", ".join(f"{v:.1%}" for v in live) if live else "n/a"
-        acc, paper = s["model"].get("ood_acc"), s["paper_ood_acc"]
-        lines.append(f"| {name} | {s['label']} | `{_rel(folder)}` | "
-                     f"{_f(acc * 100, 1) + '%' if acc is not None else 'n/a'} | "
-                     f"{_f(paper, 1) + '%' if paper is not None else 'n/a'} | {live} |")
-    return lines
-
-
-def table_decode(base: str, names: list[str]) -> list[str]:
-    lines = ["| model | layer | OOD decoding | uniform | majority | input-only | control task | selectivity | "
-             "codes − best floor |", "|---|---|---|---|---|---|---|---|---|"]
-    for s, folder in _models(base, names):
-        d = json.loads((folder / "decode.json").read_text())
-        ood = d["headline"]["accuracy"]["ood"]
-        control = d["controls"]["control_task"]["ood"]
-        for i, layer in enumerate(ood["layers"]):
-            acc = ood["codes"][i]
-            lines.append(f"| {_who(s)} | {layer} | {_f(acc)} | {_f(ood['floors']['chance'])} | "
-                         f"{_f(ood['floors']['majority'])} | {_f(ood['control'])} | {_f(control[i])} | "
-                         f"{acc - control[i]:+.3f} | {ood['codes_minus_best'][i]:+.3f} |")
-    return lines
-
-
-def table_cluster(base: str, names: list[str]) -> list[str]:
-    lines = ["| model | layer | AMI rule | ARI rule | AMI rule (OOD rows) | AMI target | ARI target |",
-             "|---|---|---|---|---|---|---|"]
-    for s, folder in _models(base, names):
-        rows = {(r["label"], r["rows"], r["layer"]): r for r in _csv(folder / "clustering.csv")}
-        for layer in dict.fromkeys(r[2] for r in rows):
-            rule, rule_ood, target = (rows[(label, split, layer)] for label, split in
-                                      (("rule", "all"), ("rule", "ood"), ("target", "all")))
-            lines.append(f"| {_who(s)} | {layer} | {_f(rule['ami'])} | {_f(rule['ari'])} | {_f(rule_ood['ami'])} | "
-                         f"{_f(target['ami'])} | {_f(target['ari'])} |")
-    return lines
-
-
-def table_similarity(base: str, names: list[str]) -> list[str]:
-    lines = ["| model | layer | cos(addition, subtraction) | its rank of 28 pairs | median of the other 27 | "
-             "most similar other pair | centred cos(addition, subtraction) | its rank (centred) |",
-             "|---|---|---|---|---|---|---|---|"]
-    for s, folder in _models(base, names):
-        rows = _csv(folder / "similarity.csv")
-        for layer in dict.fromkeys(r["layer"] for r in rows):
-            cells = []
-            for centered in ("False", "True"):
-                pairs = sorted((r for r in rows if r["layer"] == layer and r["centered"] == centered),
-                               key=lambda r: -float(r["cosine"]))
-                at = next(i for i, r in enumerate(pairs) if (r["rule_a"], r["rule_b"]) == PAIR)
-                others = sorted(float(r["cosine"]) for i, r in enumerate(pairs) if i != at)
-                best = next(r for i, r in enumerate(pairs) if i != at)
-                cells.append((_f(pairs[at]["cosine"]), f"{at + 1}", _f(others[len(others) // 2]),
-                              f"{best['rule_a']}–{best['rule_b']} {_f(best['cosine'])}"))
-            raw, centred = cells
-            lines.append(f"| {_who(s)} | {layer} | {raw[0]} | {raw[1]} | {raw[2]} | {raw[3]} | {centred[0]} | "
-                         f"{centred[1]} |")
-    return lines
-
-
-def table_transfer(base: str, names: list[str]) -> list[str]:
-    lines = ["| model | split | layer transplanted | follows the donor's rule | same, from a same-rule donor "
-             "(control) | keeps the recipient's answer | recipient's answer unpatched | pairs |",
-             "|---|---|---|---|---|---|---|---|"]
-    for s, folder in _models(base, names):
-        for suffix, split in (("", "test"), ("_ood", "ood")):
-            for r in _csv(folder / f"rule_transfer{suffix}.csv"):
-                control = _f(r["control"]) if r.get("control") else "–"  # results written before the control
-                lines.append(f"| {_who(s)} | {split} | {r['layer']} | {_f(r['transfer'])} | {control} | "
-                             f"{_f(r['keep'])} | {_f(r['clean_keep'])} | {r['n_pairs']} |")
-    return lines
-
-
-def _similarity_rank(folder: Path, layer: str, centered: bool) -> tuple[float, int]:
-    """cos(addition, subtraction) and its rank among the 28 rule pairs (1 = the most similar)."""
-    pairs = sorted((r for r in _csv(folder / "similarity.csv") if r["layer"] == layer
-                    and r["centered"] == str(centered)), key=lambda r: -float(r["cosine"]))
-    at = next(i for i, r in enumerate(pairs) if (r["rule_a"], r["rule_b"]) == PAIR)
-    return float(pairs[at]["cosine"]), at + 1
-
-
-def transfer_interval(row: dict[str, str]) -> float:
-    """Half-width of the 95% interval of transfer minus control for one row of `rule_transfer*.csv`: 1.96 standard
-    errors, each share a binomial proportion over its own pairs (`n_pairs`, `n_control_pairs`), taken as
-    independent. The two shares come from the same recipients, so this ignores their covariance."""
-    p, q = float(row["transfer"]), float(row["control"])
-    n, m = int(row["n_pairs"]), int(row["n_control_pairs"])
-    return 1.96 * math.sqrt(p * (1 - p) / n + q * (1 - q) / m)
-
-
-def table_claims(base: str, names: list[str]) -> list[str]:
-    """The paper's Fig. 5 claims, each checked by a stated criterion on each model's committed results."""
-    models = _models(base, names)
-    if not models:
-        return ["| paper's claim | result |", "|---|---|", f"| every claim | no results for {', '.join(names)} yet |"]
-    claims = [
-        ("5A/B: final-layer codes cluster by rule", "k-means (k = 8) AMI with the rule, last layer, every row; "
-         "chance = 0; yes if ≥ 0.3"),
-        ("5A/B: in early layers the target explains the clusters better than the rule",
-         "layer 0: AMI with the target vs AMI with the rule; yes if target > rule"),
-        ("5E: addition and difference share a code", "cosine of the two rule-average codes, all layers, centred "
-         "(the grand mean removed); yes if it is the most similar of the 28 rule pairs"),
-        ("5F: the rule of held-out rule sets decodes from the codes", "best layer's OOD accuracy minus the best "
-         "of uniform, majority and input-only; yes if > 0.05"),
-        ("5F: best in later layers", "layer with the best OOD accuracy; yes if in the second half"),
-        ("5F: and not because the probe memorises inputs", "that layer's control-task selectivity; yes if > 0.05"),
-        ("Rule transfer: the donor's codes carry the donor's rule", "share of OOD pairs whose answer becomes the "
-         "donor rule's, all layers transplanted, minus the same share with a same-rule donor (the control); "
-         "yes if > 0.1; ± is the difference's 95% interval (1.96 standard errors, the two shares taken as "
-         "independent binomials over their pairs), and a verdict whose interval holds the bar is marked close"),
-    ]
-    lines = ["| paper's claim | criterion | " + " | ".join(_who(s) for s, _ in models) + " |",
-             "|---|---|" + "---|" * len(models)]
-    cells: list[list[str]] = [[] for _ in claims]
-    for s, folder in models:
-        cluster = {(r["label"], r["rows"], r["layer"]): float(r["ami"]) for r in _csv(folder / "clustering.csv")}
-        last = s["codes"]["layers"][-1]
-        ami = cluster[("rule", "all", last)]
-        cells[0].append(f"{'yes' if ami >= 0.3 else 'no'} ({ami:.3f})")
-        target, rule = cluster[("target", "all", "0")], cluster[("rule", "all", "0")]
-        cells[1].append(f"{'yes' if target > rule else 'no'} (target {target:.3f}, rule {rule:.3f})")
-        cosine, rank = _similarity_rank(folder, "all", True)
-        raw, raw_rank = _similarity_rank(folder, "input-only", True)
-        cells[2].append(f"{'yes' if rank == 1 else 'no'} ({cosine:.3f}, rank {rank} of 28; the raw key values "
-                        f"alone: {raw:.3f}, rank {raw_rank})")
-        d = json.loads((folder / "decode.json").read_text())
-        ood = d["headline"]["accuracy"]["ood"]
-        single = [i for i, layer in enumerate(ood["layers"]) if layer != "all"]
-        best = max(single, key=lambda i: ood["codes"][i])
-        margin = ood["codes_minus_best"][best]
-        cells[3].append(f"{'yes' if margin > 0.05 else 'no'} (layer {ood['layers'][best]}: {ood['codes'][best]:.3f}, "
-                        f"{margin:+.3f} over {ood['best_of']} {ood['best']:.3f})")
-        cells[4].append(f"{'yes' if best >= len(single) / 2 else 'no'} (layer {ood['layers'][best]} of "
-                        f"{len(single)})")
-        selectivity = ood["codes"][best] - d["controls"]["control_task"]["ood"][best]
-        cells[5].append(f"{'yes' if selectivity > 0.05 else 'no'} ({selectivity:+.3f})")
-        row = {r["layer"]: r for r in _csv(folder / "rule_transfer_ood.csv")}["all"]
-        transfer, control = float(row["transfer"]), float(row.get("control") or "nan")
-        if math.isnan(control):  # results written before the control: no verdict without it
-            cells[6].append(f"n/a ({transfer:.3f}; no control in these results: run them again)")
-        else:
-            diff, half = transfer - control, transfer_interval(row)
-            close = ", close: the bar is inside the interval" if abs(diff - 0.1) < half else ""
-            cells[6].append(f"{'yes' if diff > 0.1 else 'no'} ({transfer:.3f}, control {control:.3f}; "
-                            f"{diff:+.3f} ± {half:.3f}{close})")
-    for (claim, criterion), row in zip(claims, cells, strict=True):
-        lines.append(f"| {claim} | {criterion} | " + " | ".join(row) + " |")
-    return lines
-
-
-def _live_cell(cells: dict[str, dict[str, str]]) -> str:
-    """Live value-network units per layer ("19/3/5/27%"), or "n/a" for a model without them (softmax, linear)."""
-    values = [float(r["live_fraction"]) if r.get("live_fraction") else math.nan
-              for layer, r in cells.items() if layer != "all"]
-    if all(math.isnan(v) for v in values):
-        return "n/a"
-    from probes.figures.emergence import format_live_percent
-
-    return format_live_percent(values)
-
-
-def table_emergence(base: str, names: list[str]) -> list[str]:
-    """`latentcode emergence`'s tables (BASE/NAME/emergence.csv): per snapshot, held-out rule decoding per layer
-    beside the input-only control and the majority floor, the selectivity of the layer that decodes best, the
-    model's accuracy and the percentage of live value-network units per layer (HYLA; n/a for linear value
-    networks)."""
-    tables = {name: _csv(ROOT / base / name / "emergence.csv") for name in names
-              if (ROOT / base / name / "emergence.csv").is_file()}
-    layers = list(dict.fromkeys(r["layer"] for rows in tables.values() for r in rows)) or ["all"]
-    after_step = len(layers) + 5  # the columns after model and step
-    per_layer = "/".join(f"L{x}" for x in layers if x != "all")
-    lines = ["| model | step | " + " | ".join("all layers" if x == "all" else f"layer {x}" for x in layers)
-             + f" | input-only | majority | selectivity, best-decoding layer | model OOD accuracy | live value units ({per_layer}) |",
-             "|---" * (after_step + 2) + "|"]
-    for name in names:
-        if name not in tables:
-            lines.append(f"| {name} | not measured yet |" + " – |" * after_step)
-            continue
-        rows = tables[name]
-        for step in dict.fromkeys(r["step"] for r in rows):
-            cells = {r["layer"]: r for r in rows if r["step"] == step}
-            best = max(cells, key=lambda x: float(cells[x]["decoding"]))
-            first = next(iter(cells.values()))
-            lines.append(f"| {name} | {int(step):,} | " + " | ".join(_f(cells[x]["decoding"]) if x in cells else "–"
-                                                                       for x in layers)
-                         + f" | {_f(first['input_only'])} | {_f(first['majority'])} | "
-                         f"{float(cells[best]['selectivity']):+.3f} ({'all layers' if best == 'all' else 'layer ' + best})"
-                         f" | {_f(first['model_accuracy'])} | {_live_cell(cells)} |")
-    return lines
-
-
-TABLES = {"claims": table_claims, "emergence": table_emergence, "snapshots": table_snapshots, "decode": table_decode, "cluster": table_cluster,
-          "similarity": table_similarity, "transfer": table_transfer}
-
-
-def cmd_figure(args: argparse.Namespace) -> int:
-    """The emergence figure of one model from its committed table (matplotlib PNG), e.g. for the docs."""
-    from probes.figures import emergence_figure, save_figure
-
-    rows = _csv(ROOT / args.base / args.name / "emergence.csv")
-    steps = sorted({int(r["step"]) for r in rows})
-    span = f"step {steps[0]:,}" if len(steps) == 1 else f"steps {steps[0]:,}–{steps[-1]:,}"
-    figure = emergence_figure(rows, title=f"When do rule codes appear? {args.name}, {span} "
-                                          "of 156,250 (held-out rule combinations)")
-    out = Path(args.out)
-    save_figure(figure, out.with_suffix(""), formats=(out.suffix.lstrip(".") or "png",))
-    print(f"written: {out}")
-    return 0
-
-
-TRAINING_STEPS = 156_250
-"""Table A1's SRAVEN training length (issue 19), where the accuracy figure ends."""
-VARIANT_ORDER = ("softmax", "linear", "hyla")
-SEED_STYLES = ("-", "--", "-.", ":")
-
-
-def accuracy_series(base: str, name: str) -> tuple[list[int], list[float]]:
-    """(steps, the model's own held-out accuracy) of one model, from its committed emergence table (one point per
-    snapshot)."""
-    path = ROOT / base / name / "emergence.csv"
-    if not path.is_file():
-        found = sorted(p.parent.name for p in (ROOT / base).glob("*/emergence.csv"))
-        raise SystemExit(f"{base}/{name}/emergence.csv does not exist; models with a committed emergence table: "
-                         f"{', '.join(found) or 'none'} (`latentcode emergence RUN --out {base}/NAME` makes one)")
-    by_step = {int(r["step"]): float(r["model_accuracy"]) for r in _csv(path)}
-    return sorted(by_step), [by_step[step] for step in sorted(by_step)]
-
-
-def record_accuracy(records: Path, name: str) -> dict[int, float]:
-    """{step: held-out accuracy} from a run's committed training record (`metrics.jsonl`, the `ood` rows): its
-    shipped checkpoint's (`checkpoints/sraven-<variant>` for seed 0, `...-s<seed>` for the others), else its
-    in-progress resume state's (`checkpoints/in-progress/<name>`); {} when neither is committed. The emergence
-    tables' `model_accuracy` is read from the same rows."""
-    from latentcode.pipelines.emergence import model_accuracy
-    from latentcode.rundir.checkpoint import read_metrics
-    from latentcode.rundir.pretrained import pretrained_name
-
-    task, variant, seed = name.split("-")[:3]
-    shipped = pretrained_name(f"{task}-{variant}", int(seed.removeprefix("s")))
-
-    for folder in (records / shipped, records / "in-progress" / name):
-        if (folder / "metrics.jsonl").is_file():
-            return model_accuracy(read_metrics(folder), "acc")
-    return {}
-
-
-def accuracy_figure(base: str, names: list[str], records: Path | None = None):
-    """Held-out accuracy over training of several SRAVEN models (`sraven-<variant>-s<seed>`), one colour per
-    variant and one line style per seed, each variant's final Table A1 value from the paper as a dotted line of
-    its colour, and the end of training marked: how far each run is, and whether one variant passes another.
-
-    The points come from the committed emergence tables. Where a snapshot was lost before it was analysed, the
-    model's accuracy at that step is read from the run's committed training record (`records`, default
-    checkpoints/: see `record_accuracy`) and drawn as a hollow marker; a step in neither breaks the line."""
-    import matplotlib.pyplot as plt
-
-    from probes.figures.emergence import missing_steps, with_gaps
-
-    records = ROOT / "checkpoints" if records is None else records
-    fig, ax = plt.subplots(figsize=(7.0, 4.3))
-    variants = sorted({name.split("-")[1] for name in names},
-                      key=lambda v: VARIANT_ORDER.index(v) if v in VARIANT_ORDER else len(VARIANT_ORDER))
-    colors = {variant: f"C{i}" for i, variant in enumerate(variants)}
-    for name in names:
-        variant, seed = name.split("-")[1], name.split("-")[2]
-        steps, accuracy = accuracy_series(base, name)
-        style = SEED_STYLES[int(seed.removeprefix("s")) % len(SEED_STYLES)] if seed[1:].isdigit() else "-"
-        missing = missing_steps(steps)  # a snapshot lost before it was analysed
-        record = record_accuracy(records, name) if missing else {}
-        filled = [s for s in missing if s in record]
-        unknown = [s for s in missing if s not in record]  # in no record either: break the line there
-        notes = []
-        if filled:
-            notes.append(f"{', '.join(f'{s:,}' for s in filled)} from the training record")
-        if unknown:
-            notes.append(f"no snapshot analysed at {', '.join(f'{s:,}' for s in unknown)}")
-        gap = f" ({'; '.join(notes)})" if notes else ""
-        points = dict(zip(steps, accuracy, strict=True)) | {s: record[s] for s in filled}
-        x, y = with_gaps(sorted(points), [points[s] for s in sorted(points)])
-        ax.plot(x, y, style, marker="o", ms=3, color=colors[variant],
-                label=f"{name}: {accuracy[-1]:.3f} at step {steps[-1]:,}{gap}")
-        if filled:
-            ax.plot(filled, [record[s] for s in filled], "o", ms=6, mfc="white", color=colors[variant], zorder=3,
-                    label="_nolegend_")
-    for variant in variants:
-        if variant in PAPER_OOD_ACC:
-            ax.axhline(PAPER_OOD_ACC[variant] / 100, color=colors[variant], ls=":", lw=1.2,
-                       label=f"paper, {variant}: {PAPER_OOD_ACC[variant] / 100:.3f} (final, mean of 3 seeds)")
-    ax.axvline(TRAINING_STEPS, color="0.6", lw=1, ls="--", label=f"end of training ({TRAINING_STEPS:,} steps)")
-    ax.set(xlim=(0, TRAINING_STEPS * 1.03), ylim=(0, 0.8), xlabel="training step",
-           ylabel="model accuracy on held-out rule combinations",
-           title="SRAVEN, Table A1 setting: held-out accuracy over training")
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
-    return fig
-
-
-def cmd_accuracy(args: argparse.Namespace) -> int:
-    """The accuracy-over-training figure of several models from their committed emergence tables, a lost
-    snapshot's accuracy from the run's committed training record (PNG)."""
-    figure = accuracy_figure(args.base, args.names)
-    out = Path(args.out)
-    figure.savefig(out, dpi=150, bbox_inches="tight")
-    print(f"written: {out}")
-    return 0
-
-
-def cmd_table(args: argparse.Namespace) -> int:
-    sys.stdout.write("\n".join(TABLES[args.kind](args.base, args.names)) + "\n")
+def _docs_script(argv: list[str]) -> int:
+    """Run docs/fig5_tables.py with `argv` (the tables and figures moved there)."""
+    sys.argv = [str(DOCS_SCRIPT), *argv]
+    try:
+        runpy.run_path(str(DOCS_SCRIPT), run_name="__main__")
+    except SystemExit as e:
+        return int(e.code or 0)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("table", "figure", "accuracy"):
+        return _docs_script(argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="every Fig. 5 analysis of one SRAVEN run or snapshot")
-    run.add_argument("run", help="run directory or snapshot (RUN/snapshots/step-N)")
+    run.add_argument("run", help="run directory, snapshot (RUN/snapshots/step-N) or shipped name")
     run.add_argument("--name", help="folder name under runs/fig5 and results/fig5 (default: RUN-stepNNNNNN, the step "
                      "of the weights read, so a run still training never reuses an older step's analysis)")
     run.add_argument("--no-umap", action="store_true", help="skip the per-layer UMAPs (the slow part)")
-    run.add_argument("--force", action="store_true", help="decode and transfer again even where their outputs exist")
-    run.set_defaults(func=cmd_run)
-    table = sub.add_parser("table", help="a Markdown table from the committed results, each model at its latest step")
-    table.add_argument("kind", choices=sorted(TABLES))
-    table.add_argument("--from", dest="base", default=str(RESULTS),
-                       help="folder of the results, relative to the repository root (default: results/fig5)")
-    table.add_argument("names", nargs="+", help="models, e.g. sraven-softmax-s0 (their folders NAME-stepN)")
-    table.set_defaults(func=cmd_table)
-    figure = sub.add_parser("figure", help="the emergence figure of one model from its committed table")
-    figure.add_argument("name", help="a model with results/emergence/NAME/emergence.csv, e.g. sraven-softmax-s0")
-    figure.add_argument("--from", dest="base", default="results/emergence",
-                        help="folder of the tables, relative to the repository root (default: results/emergence)")
-    figure.add_argument("--out", required=True, help="image file, e.g. docs/images/sraven_softmax_s0_emergence.png")
-    figure.set_defaults(func=cmd_figure)
-    accuracy = sub.add_parser("accuracy", help="held-out accuracy over training of several models, from their "
-                              "committed emergence tables, beside the paper's final values")
-    accuracy.add_argument("names", nargs="+", help="models with results/emergence/NAME/emergence.csv, e.g. "
-                          "sraven-softmax-s0 sraven-hyla-s0")
-    accuracy.add_argument("--from", dest="base", default="results/emergence",
-                          help="folder of the tables, relative to the repository root (default: results/emergence)")
-    accuracy.add_argument("--out", required=True, help="image file, e.g. docs/images/sraven_accuracy.png")
-    accuracy.set_defaults(func=cmd_accuracy)
+    for command in ("table", "figure", "accuracy"):
+        sub.add_parser(command, help=f"docs/fig5_tables.py {command} (see there)")
     args = parser.parse_args(argv)
-    return args.func(args)
+    return cmd_run(args)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     python sweeps/hyla_lr_probe.py run --time-limit 3600     # train both probes (resumable; one thread each)
     python sweeps/hyla_lr_probe.py collect                     # their evaluations -> results/hyla_lr_probe.csv
-    python sweeps/hyla_lr_probe.py table                       # the Markdown table docs/campaign-log.md shows
+    python docs/hyla_lr_probe_table.py                         # the Markdown table docs/campaign-log.md shows
 
 Each probe is HYLA seed 0 at the Table A1 SRAVEN setting (paper preset, 156,250-step schedule, warm-up 1,000), as
 `sweeps/table_a1_sraven.yaml` trains it, but evaluated every 250 steps on 1,024 instances per split, at lr 1e-3 (the
@@ -101,30 +101,13 @@ def cmd_collect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _live(cell: str) -> str:
-    from probes.figures.emergence import format_live_percent
-
-    return format_live_percent([float(v) for v in cell.split(";")]) if cell else "n/a"
-
-
 def cmd_table(args: argparse.Namespace) -> int:
-    """Markdown: per step, each lr's held-out loss, accuracy (all four features right, and per feature) and live
-    value units per layer (probes every `--every` steps, and the campaign run's evaluations)."""
-    with (ROOT / args.results).open() as f:
-        rows = list(csv.DictReader(f))
-    cells = {(r["lr"], int(r["step"])): r for r in rows if int(r["step"]) % args.every == 0}
-    steps = sorted({step for _, step in cells})
-    print("| step | lr 1e-3: OOD loss | OOD accuracy (per feature) | live value units (L0/L1/L2/L3) "
-          "| lr 3e-4: OOD loss | OOD accuracy (per feature) | live value units (L0/L1/L2/L3) |")
-    print("|---|---|---|---|---|---|---|")
-    for step in steps:
-        line = [f"{step:,}"]
-        for lr in LRS:
-            r = cells.get((lr, step))
-            tag = " (campaign run)" if r and r["run"] == CAMPAIGN.name else ""
-            line += ([f"{float(r['ood_loss']):.3f}", f"{float(r['ood_acc']):.3f} ({float(r['ood_acc_per_feature']):.3f}){tag}",
-                      _live(r["live_fraction"])] if r else ["–", "–", "–"])
-        print("| " + " | ".join(line) + " |")
+    """The Markdown table is docs/hyla_lr_probe_table.py's (a docs generator); this runs it."""
+    import runpy
+
+    script = ROOT / "docs" / "hyla_lr_probe_table.py"
+    sys.argv = [str(script), str(args.results), "--every", str(args.every)]
+    runpy.run_path(str(script), run_name="__main__")
     return 0
 
 

@@ -17,8 +17,6 @@ from typing import Any
 
 import yaml
 
-from latentcode.deprecation import warn_renamed
-
 GRID_KEYS = ("task", "preset", "out", "variants", "seeds", "frac_ood", "sizes", "grid", "model", "task_params",
              "train", "submitit")
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
@@ -51,21 +49,13 @@ class SweepPoint:
             args += [f"--{section}.{k}={json.dumps(v)}" for k, v in values.items()]
         return args
 
-    @property
-    def out_dir(self) -> Path:
-        """Deprecated name of `run_dir` (before 0.2)."""
-        warn_renamed("SweepPoint.out_dir", "SweepPoint.run_dir")
-        return self.run_dir
-
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "run_dir": str(self.run_dir)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SweepPoint:
-        """The point `to_dict()` wrote (a group spec of 0.1 names the run directory `out_dir`)."""
-        data = dict(data)
-        run_dir = data.pop("run_dir", None) or data.pop("out_dir")
-        return cls(**{**data, "run_dir": Path(run_dir)})
+        """The point `to_dict()` wrote."""
+        return cls(**{**data, "run_dir": Path(data["run_dir"])})
 
     def build(self) -> tuple[Any, Any, Any]:
         """(task, ModelConfig, TrainConfig) of this point: what `latentcode train` builds from `argv()`."""

@@ -293,31 +293,10 @@ def test_the_sraven_fig5_section_is_generated_from_the_committed_results():
 def _fig5_script():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("fig5", ROOT / "sweeps" / "fig5.py")
+    spec = importlib.util.spec_from_file_location("fig5_tables", ROOT / "docs" / "fig5_tables.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def test_fig5_names_its_results_by_the_step_of_the_weights_it_reads(tmp_path):
-    """A run directory and a snapshot both get `RUN-stepNNNNNN`, the step in the weights' metadata: the tables find
-    only such folders, and a run still training must not reuse the analysis of an older step."""
-    import torch
-    from safetensors.torch import save_file
-
-    fig5 = _fig5_script()
-    run = tmp_path / "sraven-hyla-s0"
-    snapshot = run / "snapshots" / "step-010000"
-    snapshot.mkdir(parents=True)
-    save_file({"w": torch.zeros(1)}, run / "model.safetensors", metadata={"step": "23040"})
-    save_file({"w": torch.zeros(1)}, snapshot / "model.safetensors", metadata={"step": "10000"})
-    assert fig5.results_name(run) == "sraven-hyla-s0-step023040"
-    assert fig5.results_name(snapshot) == "sraven-hyla-s0-step010000"
-    save_file({"w": torch.zeros(1)}, run / "model.safetensors")
-    with pytest.raises(SystemExit, match="records no training step; name the results with --name"):
-        fig5.results_name(run)
-    with pytest.raises(SystemExit, match="has no model.safetensors"):
-        fig5.results_name(tmp_path)
 
 
 def test_fig5_accuracy_figure_draws_each_models_committed_accuracy_beside_the_papers(tmp_path):

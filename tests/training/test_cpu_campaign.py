@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
+import os
+import shutil
+import signal
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +19,8 @@ import torch
 from latentcode.config import model_config, train_config
 from latentcode.rundir.checkpoint import Run
 from latentcode.tasks import get_task
-from latentcode.training.sweep_grid import expand_grid, load_grid
+from latentcode.training import sweep
+from latentcode.training.sweep_grid import SweepPoint, expand_grid, load_grid
 from latentcode.training.train import train
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -190,11 +197,16 @@ def test_a_fresh_machine_trains_the_first_run_that_has_not_shipped(campaign, tmp
         (tmp_path / "checkpoints" / campaign.shipped_name(name)).mkdir(parents=True)
     started = []
 
-    def call(argv, **kwargs):
-        started.append(argv)
-        return 1  # a failed training ends the lane, so the test sees exactly one start
+    class Failing:  # a failed training ends the lane, so the test sees exactly one start
+        pid = 0
 
-    monkeypatch.setattr(campaign.subprocess, "call", call)
+        def __init__(self, argv, **kwargs):
+            started.append(argv)
+
+        def wait(self):
+            return 1
+
+    monkeypatch.setattr(sweep.subprocess, "Popen", Failing)
     campaign.lane()
     assert started == [campaign.command("sraven-hyla-s0")]
     assert campaign.done("fuzzy_logic-hyla-s2-frac0.7") and not campaign.done("sraven-hyla-s0")
@@ -241,3 +253,63 @@ def test_table_a1_reads_each_run_here_else_its_shipped_checkpoint(campaign, tmp_
         (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     assert campaign.table_runs() == ["checkpoints/sraven-softmax", "runs/table_a1_sraven/sraven-hyla-s0",
                                      "runs/table_a1_sraven/sraven-linear-s0"]
+
+
+def _weights(run: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(run / "model.safetensors")
+
+
+def test_a_run_stopped_stashed_and_restored_on_a_fresh_machine_ends_with_the_weights_of_an_uninterrupted_one(
+        campaign, tmp_path, monkeypatch, capsys):
+    """The campaign's round trip on a tiny SRAVEN point, through the sweep's queue: a lane trains it, the trainer
+    gets SIGTERM (what `stash` sends), its resume state is stashed, the run directory is lost with the machine,
+    `start` restores it and a lane finishes it. Every weight equals that of the same point trained without a stop."""
+    name = "sraven-hyla-s0"
+    monkeypatch.setattr(campaign, "ROOT", tmp_path)
+    monkeypatch.setattr(campaign, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(campaign, "STASH", tmp_path / "checkpoints" / "in-progress")
+    monkeypatch.setattr(campaign, "LOGS", tmp_path / "runs" / "logs")
+    monkeypatch.setattr(campaign, "LOCKS", tmp_path / "runs" / ".locks")
+    monkeypatch.setattr(campaign, "QUEUE", [name])
+    monkeypatch.setattr(campaign, "CHECKPOINT_EVERY", 50)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    steps = 600
+    tiny = SweepPoint(name=name, run_dir=campaign.run_dir(name), task="sraven", variant="hyla", preset="tiny", seed=0,
+                      train={"steps": steps, "warmup": 10, "eval_every": 200, "log_every": 10, "eval_samples": 64})
+    monkeypatch.setattr(campaign, "point", lambda n: tiny)
+
+    reference = dataclasses.replace(tiny, run_dir=tmp_path / "reference" / name)
+    [result] = sweep.train_lane([reference], locks=tmp_path / "reference" / "locks", logs=tmp_path / "reference",
+                                **campaign._cadence(name))
+    assert result.status == "done", result.log.read_text()
+
+    lane = threading.Thread(target=campaign.lane)
+    lane.start()
+    deadline = time.monotonic() + 300
+    trainer = None
+    while time.monotonic() < deadline:
+        held = sweep.held_locks(campaign.LOCKS)
+        metrics = tiny.run_dir / "metrics.jsonl"
+        if held.get(name, [])[1:] and metrics.is_file() and '"split": "train"' in metrics.read_text():
+            trainer = held[name][1]
+            break
+        time.sleep(0.2)
+    assert trainer is not None, "the lane's trainer never started training"
+    os.kill(trainer, signal.SIGTERM)  # the trainer this test's lane started, nothing else
+    lane.join(timeout=120)
+    assert not lane.is_alive()
+    stopped = json.loads((tiny.run_dir / "train_state.json").read_text())
+    assert 0 < stopped["step"] < steps and not stopped["finished"], stopped
+    assert f"{name} stopped" in capsys.readouterr().err
+
+    assert campaign.stash_state() == [name]
+    shutil.rmtree(tiny.run_dir)  # a fresh machine: only the stash is left
+    assert campaign.restore() == [name]
+    campaign.lane()
+    assert json.loads((tiny.run_dir / "train_state.json").read_text())["finished"]
+    resumed, uninterrupted = _weights(tiny.run_dir), _weights(reference.run_dir)
+    assert resumed.keys() == uninterrupted.keys()
+    for key, value in uninterrupted.items():
+        assert torch.equal(resumed[key], value), key

@@ -3,6 +3,7 @@ runs, and submitit's local executor."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -263,13 +264,40 @@ def test_every_committed_sweep_file_builds_what_it_says(path):
             assert getattr(train_cfg, key) == pytest.approx(value), (point.name, key)
 
 
-def test_a_point_names_its_run_directory_run_dir_and_reads_group_specs_written_before_0_2(tmp_path):
+def test_a_point_names_its_run_directory_run_dir_and_round_trips_through_its_group_spec(tmp_path):
     grid = Grid.from_dict({"task": "fuzzy_logic", "variants": ["hyla"], "preset": "tiny", "out": str(tmp_path)})
     (point,) = expand_grid(grid)
     data = point.to_dict()
     assert data["run_dir"] == str(tmp_path / "fuzzy_logic-hyla-s0") and "out_dir" not in data
-    assert SweepPoint.from_dict(data) == point
-    old = {("out_dir" if k == "run_dir" else k): v for k, v in data.items()}  # a 0.1 group spec
-    assert SweepPoint.from_dict(old) == point
-    with pytest.warns(DeprecationWarning, match=r"SweepPoint\.out_dir is deprecated; use SweepPoint\.run_dir"):
-        assert point.out_dir == tmp_path / "fuzzy_logic-hyla-s0"
+    assert SweepPoint.from_dict(json.loads(json.dumps(data))) == point
+    assert not hasattr(point, "out_dir")  # the 0.1 name is gone in 0.3
+
+
+def test_a_lane_skips_points_another_lane_holds_and_trains_the_rest_with_its_cadence_flags(tmp_path):
+    import fcntl
+
+    from latentcode.training.sweep import held_locks, is_locked, lock_file, point_command, train_lane
+
+    grid = Grid.from_dict({"task": "fuzzy_logic", "variants": ["linear"], "seeds": [0, 1], "preset": "tiny",
+                           "out": str(tmp_path / "runs"), "train": TINY_TRAIN})
+    held, free = expand_grid(grid)
+    command = point_command(free, threads=1, checkpoint_every=2, snapshots=True)
+    assert command[3:] == [*free.argv(), "--threads", "1", "--checkpoint-every", "2", "--train.snapshots=true"]
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    with lock_file(held, locks).open("a+") as other:  # another lane trains `held`
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        other.write("4242\n")
+        other.flush()
+        assert is_locked(held, locks) and not is_locked(free, locks)
+        assert held_locks(locks) == {held.name: [4242]}
+        results = train_lane([held, free], locks=locks, logs=tmp_path / "logs", checkpoint_every=2, snapshots=True)
+    assert [(r.point.name, r.status) for r in results] == [(free.name, "done")]
+    assert not (held.run_dir / "config.json").exists() and is_finished(free.run_dir)
+    assert sorted(p.name for p in (free.run_dir / "snapshots").iterdir()) == ["step-000004"]  # eval_every 4
+    assert not is_locked(free, locks) and held_locks(locks) == {}
+    # the lane wrote its own id and its trainer's into the lock while it trained
+    lane_pid, trainer_pid = map(int, lock_file(free, locks).read_text().split())
+    assert lane_pid == os.getpid() and trainer_pid != lane_pid
+    # a finished point is left alone: a lane with nothing else to do returns at once
+    assert train_lane([free], locks=locks, logs=tmp_path / "logs") == []
