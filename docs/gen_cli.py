@@ -59,15 +59,18 @@ def _depth_zero(text: str, pattern: str) -> list[int]:
     return found
 
 
-def _one_line(text: str | None, words: int = 30) -> str:
-    """A help text's first sentence on one line (its first clause, and without asides, when that is still long),
-    safe inside Markdown."""
+def _one_line(text: str | None, words: int = 30, colon: bool = False) -> str:
+    """A help text's first sentence on one line (its first clause, and without asides, when that is still long;
+    with `colon`, what comes before a colon that ends a first sentence of six words or more), safe inside Markdown."""
     text = " ".join((text or "").split())
     ends = _depth_zero(text, r"\.\s+[A-Za-z`]")
     if len(ends) > 1 and len(text[: ends[0]].split()) < 8:  # a short first sentence: take the second too
         ends = ends[1:]
     text = text[: ends[0]] if ends else text.rstrip(".")
     if len(text.split()) > words and (ends := _depth_zero(text, r";\s")):
+        text = text[: ends[0]]
+    if colon and len(text.split()) > words and (ends := _depth_zero(text, r":\s")) \
+            and len(text[: ends[0]].split()) >= 6 and ". " not in text[: ends[0]]:
         text = text[: ends[0]]
     if len(text.split()) > words:  # keep a short "(default: ...)", drop the other asides
         text = re.sub(r"\s\((?:[^()`]|`[^`]*`)*\)",
@@ -134,7 +137,7 @@ def _section(name: str, parser: argparse.ArgumentParser, level: str, common: lis
     usage = " ".join([f"latentcode {name}", *(_argument(a).strip("`") for a in positional), "[options]"])
     rows = _rows(parser)
     example = _example(parser)  # a command with an example shows it instead of its usage line
-    text = f"\n{level} `latentcode {name}`\n\n{_one_line(parser.description, words=20)}\n\n{example or f'`{usage}`' + chr(10) * 2}"
+    text = f"\n{level} `latentcode {name}`\n\n{_one_line(parser.description, words=20, colon=True)}\n\n{example or f'`{usage}`' + chr(10) * 2}"
     shared = [arg for arg, meaning in rows if (arg, meaning) in common]
     if shared:
         text += "Common options: " + ", ".join(shared) + ".\n\n"
