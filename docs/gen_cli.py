@@ -1,7 +1,7 @@
 """Regenerate docs/cli.md from the parsers of `latentcode` and of every subcommand: `python docs/gen_cli.py`.
 
-Each command gets its description's first sentence, its synopsis, its example and a table of its arguments with the
-first sentence of each help text (`--help` prints the rest), read from the parser itself
+Each command gets its description's first sentence, its example (or, without one, its synopsis) and a list of its
+arguments with the first sentence of each help text (`--help` prints the rest), read from the parser itself
 (`latentcode.cli.build_parser`), so the page is the same on every machine. tests/project/test_docs.py fails when
 docs/cli.md differs from a fresh render.
 Nothing here is documentation prose beyond the page's short introduction.
@@ -59,9 +59,9 @@ def _depth_zero(text: str, pattern: str) -> list[int]:
     return found
 
 
-def _one_line(text: str | None, words: int = 30) -> str:
-    """A help text's first sentence on one line (its first clause, and without asides, when that is still long),
-    safe inside a Markdown table cell."""
+def _one_line(text: str | None, words: int = 30, colon: bool = False) -> str:
+    """A help text's first sentence on one line (its first clause, and without asides, when that is still long;
+    with `colon`, what comes before a colon that ends a first sentence of six words or more), safe inside Markdown."""
     text = " ".join((text or "").split())
     ends = _depth_zero(text, r"\.\s+[A-Za-z`]")
     if len(ends) > 1 and len(text[: ends[0]].split()) < 8:  # a short first sentence: take the second too
@@ -69,10 +69,13 @@ def _one_line(text: str | None, words: int = 30) -> str:
     text = text[: ends[0]] if ends else text.rstrip(".")
     if len(text.split()) > words and (ends := _depth_zero(text, r";\s")):
         text = text[: ends[0]]
+    if colon and len(text.split()) > words and (ends := _depth_zero(text, r":\s")) \
+            and len(text[: ends[0]].split()) >= 6 and ". " not in text[: ends[0]]:
+        text = text[: ends[0]]
     if len(text.split()) > words:  # keep a short "(default: ...)", drop the other asides
         text = re.sub(r"\s\((?:[^()`]|`[^`]*`)*\)",
                       lambda m: m[0] if m[0].startswith(" (default") and len(m[0].split()) <= 6 else "", text)
-    parts = re.split(r"(`[^`]*`)", text)  # escape HTML and table syntax outside code spans
+    parts = re.split(r"(`[^`]*`)", text)  # escape HTML and pipes outside code spans
     for i in range(0, len(parts), 2):
         parts[i] = parts[i].replace("<", "&lt;").replace(">", "&gt;")
     return "".join(parts).replace("|", "\\|")
@@ -99,7 +102,7 @@ def _help_text(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
 
 def _rows(parser: argparse.ArgumentParser) -> list[tuple[str, str]]:
     """(argument, one-line help) of every documented argument of a parser."""
-    return [(_argument(a), _one_line(_help_text(parser, a), words=16)) for a in parser._actions
+    return [(_argument(a), _one_line(_help_text(parser, a), words=12)) for a in parser._actions
             if a.help != argparse.SUPPRESS and not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))]
 
 
@@ -126,14 +129,15 @@ def _common_rows(parser: argparse.ArgumentParser) -> list[tuple[str, str]]:
 
 
 def _table(rows: list[tuple[str, str]]) -> str:
-    return "| argument | meaning |\n|---|---|\n" + "".join(f"| {arg} | {meaning} |\n" for arg, meaning in rows)
+    return "".join(f"- {arg}: {meaning}\n" if meaning else f"- {arg}\n" for arg, meaning in rows)
 
 
 def _section(name: str, parser: argparse.ArgumentParser, level: str, common: list[tuple[str, str]]) -> str:
     positional = [a for a in parser._actions if not a.option_strings and not isinstance(a, argparse._SubParsersAction)]
     usage = " ".join([f"latentcode {name}", *(_argument(a).strip("`") for a in positional), "[options]"])
     rows = _rows(parser)
-    text = f"\n{level} `latentcode {name}`\n\n{_one_line(parser.description, words=25)}\n\n`{usage}`\n\n{_example(parser)}"
+    example = _example(parser)  # a command with an example shows it instead of its usage line
+    text = f"\n{level} `latentcode {name}`\n\n{_one_line(parser.description, words=20, colon=True)}\n\n{example or f'`{usage}`' + chr(10) * 2}"
     shared = [arg for arg, meaning in rows if (arg, meaning) in common]
     if shared:
         text += "Common options: " + ", ".join(shared) + ".\n\n"
@@ -153,7 +157,7 @@ def render() -> str:
     common = _common_rows(parser)
     top = [(_argument(a), _one_line(_help_text(parser, a))) for a in parser._actions if a.option_strings]
     sections = [INTRO, "## `latentcode`\n\n" + _table(top),
-                "\n## Common options\n\nDescribed once here; a command whose option means something else lists it in its own table.\n\n" + _table(common)]
+                "\n## Common options\n\nDescribed once here; a command whose option means something else lists it itself.\n\n" + _table(common)]
     for name, sub in _subcommands(parser).items():
         sections.append(_section(name, sub, "##", common))
     return "".join(sections)

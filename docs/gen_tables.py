@@ -1,4 +1,5 @@
-"""Regenerate the result tables in docs/*.md from the committed results files: `python docs/gen_tables.py`.
+"""Regenerate the result tables in README.md, docs/*.md and results/*/README.md from the committed results files:
+`python docs/gen_tables.py`.
 
 A generated table sits between two markers that name its command:
 
@@ -48,8 +49,9 @@ GENERATED = re.compile(
 
 
 def pages() -> list[Path]:
-    """The pages whose generated blocks are kept current: README.md and docs/*.md."""
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    """The pages whose generated blocks are kept current: README.md, docs/*.md and results/*/README.md (the full
+    reference tables, which the docs pages link)."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "results").glob("*/README.md"))]
 
 
 def table_output(command: str) -> str:

@@ -1,4 +1,4 @@
-"""Markdown tables of docs/probing-controls.md from the committed probe-suite results (`docs/gen_tables.py` runs it):
+"""Markdown tables of docs/probes.md and results/probing/README.md from the committed probe-suite results (`docs/gen_tables.py` runs it):
 
     python docs/probing_table.py suite results/probing SPLIT PREFIX     # per model and layer (suite_summary)
     python docs/probing_table.py correlations results/probing/across_runs/correlations.csv
