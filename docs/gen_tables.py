@@ -11,7 +11,7 @@ The command runs from the repository root and its table lines replace the block'
 changes.
 
 A generated block of any other kind runs a script of the repository that renders Markdown from committed results
-(for example `sweeps/fig5.py table ...`), and its whole output replaces the body:
+(for example `docs/fig5_tables.py table ...`), and its whole output replaces the body:
 
     <!-- generated: results/DIR [results/OTHER ...] (python SCRIPT.py ARGS) -->
     ... the script's stdout ...

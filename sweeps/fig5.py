@@ -6,22 +6,20 @@
 `fig5_analysis`: the big outputs (codes, decoding, transfer figures, the per-layer figures) go to runs/fig5/NAME/,
 the small ones (`FIG5_FILES`: decode.json, rule_transfer[_ood].csv/.json, clustering.csv, similarity.csv and
 fig5.json with the command behind every file) to results/fig5/NAME/. NAME defaults to `RUN-stepNNNNNN`, the step
-of the weights read. The docs' tables and figures from these files are docs/fig5_tables.py's; `table`, `figure`
-and `accuracy` here run that script with the same arguments.
+of the weights read. The docs' tables and figures from these files are docs/fig5_tables.py's (`table`, `figure`,
+`accuracy`).
 """
 
 from __future__ import annotations
 
 # ruff: noqa: T201 (a command-line script: it reports with print)
 import argparse
-import runpy
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path("results/fig5")
 ANALYSES = Path("runs/fig5")
-DOCS_SCRIPT = ROOT / "docs" / "fig5_tables.py"
 
 
 def _rel(path: Path) -> str:
@@ -68,20 +66,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _docs_script(argv: list[str]) -> int:
-    """Run docs/fig5_tables.py with `argv` (the tables and figures moved there)."""
-    sys.argv = [str(DOCS_SCRIPT), *argv]
-    try:
-        runpy.run_path(str(DOCS_SCRIPT), run_name="__main__")
-    except SystemExit as e:
-        return int(e.code or 0)
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in ("table", "figure", "accuracy"):
-        return _docs_script(argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="every Fig. 5 analysis of one SRAVEN run or snapshot")
@@ -89,8 +75,6 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--name", help="folder name under runs/fig5 and results/fig5 (default: RUN-stepNNNNNN, the step "
                      "of the weights read, so a run still training never reuses an older step's analysis)")
     run.add_argument("--no-umap", action="store_true", help="skip the per-layer UMAPs (the slow part)")
-    for command in ("table", "figure", "accuracy"):
-        sub.add_parser(command, help=f"docs/fig5_tables.py {command} (see there)")
     args = parser.parse_args(argv)
     return cmd_run(args)
 

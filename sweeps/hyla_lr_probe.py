@@ -101,16 +101,6 @@ def cmd_collect(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_table(args: argparse.Namespace) -> int:
-    """The Markdown table is docs/hyla_lr_probe_table.py's (a docs generator); this runs it."""
-    import runpy
-
-    script = ROOT / "docs" / "hyla_lr_probe_table.py"
-    sys.argv = [str(script), str(args.results), "--every", str(args.every)]
-    runpy.run_path(str(script), run_name="__main__")
-    return 0
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -121,11 +111,8 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--campaign-until", type=int, default=10_000,
                    help="the campaign run's evaluations up to this step at least (default: 10,000)")
-    p = sub.add_parser("table", help="the Markdown table from the CSV")
-    p.add_argument("results", nargs="?", type=Path, default=RESULTS)
-    p.add_argument("--every", type=int, default=1000, help="show every this many steps (default: 1,000)")
     args = parser.parse_args()
-    return {"run": cmd_run, "collect": cmd_collect, "table": cmd_table}[args.cmd](args)
+    return {"run": cmd_run, "collect": cmd_collect}[args.cmd](args)
 
 
 if __name__ == "__main__":

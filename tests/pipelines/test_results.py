@@ -257,10 +257,10 @@ FIG5_TABLES = {"snapshots", "claims", "decode", "cluster", "similarity", "transf
 
 def test_a_generated_block_must_name_its_sources_and_run_a_script_of_the_repository():
     gen = _gen_tables()
-    unnamed = "<!-- generated: results/fig5 (python sweeps/fig5.py table decode x) -->\nold\n<!-- /generated -->\n"
+    unnamed = "<!-- generated: results/fig5 (python docs/fig5_tables.py table decode x) -->\nold\n<!-- /generated -->\n"
     with pytest.raises(ValueError, match="names results/fig5"):
         gen.render(unnamed)
-    missing = "<!-- generated: results/nowhere (python sweeps/fig5.py table decode --from results/nowhere x) -->\n" \
+    missing = "<!-- generated: results/nowhere (python docs/fig5_tables.py table decode --from results/nowhere x) -->\n" \
               "old\n<!-- /generated -->\n"
     with pytest.raises(FileNotFoundError, match="results/nowhere"):
         gen.render(missing)
@@ -275,7 +275,7 @@ def test_the_sraven_fig5_section_is_generated_from_the_committed_results():
 
     gen = _gen_tables()
     page = _results_pages()
-    blocks = [m for m in gen.GENERATED.finditer(page) if "sweeps/fig5.py" in m["command"]
+    blocks = [m for m in gen.GENERATED.finditer(page) if "docs/fig5_tables.py" in m["command"]
               and shlex.split(m["command"])[3] in FIG5_TABLES]
     assert {shlex.split(m["command"])[3] for m in blocks} >= FIG5_TABLES, "the Fig. 5 section lost a table"
     for block in blocks:  # every model is labelled with the step it was analysed at (the claims: in the header)
@@ -392,7 +392,7 @@ def test_the_emergence_table_in_the_docs_holds_every_committed_snapshot():
 
     gen = _gen_tables()
     page = _results_pages()
-    [block] = [m for m in gen.GENERATED.finditer(page) if "sweeps/fig5.py table emergence" in m["command"]]
+    [block] = [m for m in gen.GENERATED.finditer(page) if "docs/fig5_tables.py table emergence" in m["command"]]
     assert "`results/emergence/README.md`" in (ROOT / "docs" / "campaign-log.md").read_text(), "the log lost its link"
     names = shlex.split(block["command"])[6:]
     tables = sorted((ROOT / "results" / "emergence").glob("*/emergence.csv"))
