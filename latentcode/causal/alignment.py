@@ -35,7 +35,12 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from latentcode.causal.counterfactuals import FunctionCounterfactual, RuleCounterfactual, counterfactual_for
+from latentcode.causal.counterfactuals import (
+    FunctionCounterfactual,
+    RuleCounterfactual,
+    as_counterfactual,
+    counterfactual_for,
+)
 from latentcode.causal.edits import Edit, EditFn
 from latentcode.causal.experiment_result import rows_table, save_rows, take, variant_name
 from latentcode.causal.patching import Site, _site_hook, check_layers
@@ -244,7 +249,7 @@ def fit_rotation(
     Returns:
         The trained `Rotation`.
     """
-    counterfactual = counterfactual or counterfactual_for(task)
+    counterfactual = counterfactual_for(task) if counterfactual is None else as_counterfactual(counterfactual)
     name, mask, layer = _site_layer(model, task, site)
     n = int(model.cfg.n_heads)
     k = _check_k(k, n)
@@ -305,7 +310,7 @@ def interchange_accuracy(
     `target` and `informative` default to the counterfactual of (base, source); pass them to score another
     source against the same targets (the same-rule control).
     """
-    counterfactual = counterfactual or counterfactual_for(task)
+    counterfactual = counterfactual_for(task) if counterfactual is None else as_counterfactual(counterfactual)
     name, mask, layer = _site_layer(model, task, site)
     k = _check_k(k, int(model.cfg.n_heads))
     if target is None or informative is None:
@@ -420,7 +425,7 @@ def alignment_search(
         ValueError: before any work, for a task without counterfactual, a k out of 1..n_heads, a layer out of
             range, or positions the task does not declare.
     """
-    counterfactual = counterfactual or counterfactual_for(task)
+    counterfactual = counterfactual_for(task) if counterfactual is None else as_counterfactual(counterfactual)
     positions = counterfactual.positions if positions is None else positions
     n = int(model.cfg.n_heads)
     ks = default_ks(n) if ks is None else [_check_k(k, n) for k in ks]

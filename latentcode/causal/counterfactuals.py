@@ -24,7 +24,7 @@ from torch import Tensor
 
 from latentcode.tasks.base import Batch
 
-__all__ = ["FunctionCounterfactual", "RuleCounterfactual", "counterfactual_for"]
+__all__ = ["FunctionCounterfactual", "RuleCounterfactual", "as_counterfactual", "counterfactual_for"]
 
 
 @dataclass(frozen=True)
@@ -140,3 +140,45 @@ def counterfactual_for(task: Any) -> RuleCounterfactual | FunctionCounterfactual
         "logic: the source's function on the base's query input); give the task one, or pass counterfactual= an "
         "object like latentcode.causal.counterfactuals.RuleCounterfactual"
     )
+
+
+_METHODS = ("targets", "scores", "loss", "hits", "concept", "sample")
+
+
+@dataclass(frozen=True)
+class _ClassifierCounterfactual(RuleCounterfactual):
+    """An object with only `targets`, `logits` and `sample` (the protocol before fuzzy logic had a counterfactual),
+    completed as a classification: scores are its `logits`, a hit is the argmax answer, the concept is
+    `labels['rules']`."""
+
+    inner: Any = None
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return str(getattr(self.inner, "name", type(self.inner).__name__))
+
+    @property
+    def positions(self) -> Any:  # type: ignore[override]
+        return getattr(self.inner, "positions", RuleCounterfactual.positions)
+
+    def targets(self, task: Any, base: Batch, source: Batch, site_queries: Tensor) -> tuple[Tensor, Tensor]:
+        return self.inner.targets(task, base, source, site_queries)
+
+    def scores(self, task: Any, outputs: Tensor) -> Tensor:
+        return self.inner.logits(task, outputs)
+
+    def sample(self, task: Any, n: int, split: str, seed: int, device: Any) -> Batch:
+        return self.inner.sample(task, n, split, seed, device)
+
+
+def as_counterfactual(counterfactual: Any) -> Any:
+    """`counterfactual` itself when it has every method (targets, scores, loss, hits, concept, sample); one with
+    only targets, logits and sample is completed as a classification (`RuleCounterfactual`'s loss, hits and
+    concept); anything else raises ValueError (one line)."""
+    if all(hasattr(counterfactual, name) for name in _METHODS):
+        return counterfactual
+    if all(hasattr(counterfactual, name) for name in ("targets", "logits", "sample")):
+        return _ClassifierCounterfactual(inner=counterfactual)
+    missing = [name for name in _METHODS if not hasattr(counterfactual, name)]
+    raise ValueError(f"counterfactual={type(counterfactual).__name__} lacks {', '.join(missing)}; give it the methods "
+                     "of latentcode.causal.counterfactuals.RuleCounterfactual")
