@@ -349,10 +349,11 @@ class AlignmentResult:
 
     Columns of each row: `layer`, `k`, `iia` (held-out rule sets, trained rotation) with `iia_low`/`iia_high`
     (95% Wilson interval), `identity` (identity rotation: the transplant of the first k heads' codes), `random`
-    (a random rotation), `same_rule` (the trained rotation with a source of the base's own rules, scored against
-    the real source's counterfactual: the floor), `train_iia` (training rule sets, held-out instances), `n` and
-    `n_control` (informative entries), `clean_counterfactual` (how often the unpatched output already is the
-    counterfactual answer).
+    (a random rotation), `same_rule` (the trained rotation with a source of the base's own rules, or on fuzzy logic
+    its own terms, scored against the real source's counterfactual: the floor), `train_iia` (training rule sets,
+    held-out instances), `n` and `n_control` (informative entries), `clean_counterfactual` (how often the unpatched
+    output already is a hit: the counterfactual answer, or on fuzzy logic nearer the counterfactual value than the
+    base's target).
     """
 
     task: str
