@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -202,3 +203,51 @@ def test_the_causal_command_rejects_bad_fuzzy_logic_options_in_one_line(argv, ma
     assert main(["causal", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert match in err and "\n" not in err
+
+
+ROOT = Path(__file__).resolve().parents[1]
+CAUSAL = ROOT / "results" / "causal"
+SITES = {"query→query": "", "whole row": "-whole-row"}
+
+
+def _csv(path) -> list[dict[str, str]]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _page_rows(header_start: str) -> list[list[str]]:
+    """The cells of every row of docs/causal.md's table whose header starts with `header_start`."""
+    lines = (ROOT / "docs" / "causal.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    table = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        table.append([cell.strip() for cell in line.strip("|").split("|")])
+    return table
+
+
+@pytest.mark.skipif(not (CAUSAL / "fuzzy_logic-hyla").is_dir(), reason="no committed fuzzy-logic causal results")
+def test_the_fuzzy_logic_alignment_table_in_the_docs_is_each_runs_largest_iia_in_the_committed_results():
+    rows = _page_rows("| model | site | layer, k | IIA |")
+    assert len(rows) == 18  # three variants x three seeds x two sites
+    for model, site, layer_k, *cells in rows:
+        results = _csv(CAUSAL / (model + SITES[site]) / "alignment.csv")
+        best = max(results, key=lambda r: float(r["iia"]))
+        assert layer_k == f"{best['layer']}, {best['k']}", (model, site)
+        f3 = [f"{float(best[c]):.3f}" for c in ("iia", "iia_low", "iia_high", "identity", "random", "same_rule",
+                                                 "clean_counterfactual", "train_iia")]
+        assert cells == [f3[0], f"{f3[1]}–{f3[2]}", *f3[3:], best["n"]], (model, site)
+
+
+@pytest.mark.skipif(not (CAUSAL / "fuzzy_logic-hyla").is_dir(), reason="no committed fuzzy-logic causal results")
+def test_the_fuzzy_logic_erasure_table_in_the_docs_is_the_committed_results():
+    rows = _page_rows("| model | site | layer | rank | R² clean |")
+    assert len(rows) == 36  # nine checkpoints x two sites x two layers
+    for model, site, layer, *cells in rows:
+        (result,) = [r for r in _csv(CAUSAL / (model + SITES[site]) / "erasure.csv") if r["layer"] == layer]
+        expected = [result["rank"], *(f"{float(result[c]):.3f}" for c in ("r2_clean", "r2_leace", "r2_random")),
+                    *(f"{float(result[c]):.4f}" for c in ("loss_clean", "loss_leace", "loss_random")),
+                    *(f"{float(result[c]):.3f}" for c in ("decode_clean", "decode_leace", "decode_random",
+                                                          "decode_floor"))]
+        assert cells == expected, (model, site, layer)
