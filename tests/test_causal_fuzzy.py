@@ -155,6 +155,9 @@ def test_erasure_on_fuzzy_logic_reports_r2_and_decodes_at_the_floor():
     assert {"r2_clean", "r2_leace", "r2_random", "loss_clean", "loss_leace", "loss_random"} <= set(row)
     assert row["decode_leace"] <= row["decode_floor"] + 0.03
     assert 0 < row["rank"] <= 2 ** task.config.n_variables - 1
+    with pytest.raises(ValueError, match="not an input choice") as error:
+        erasure_experiment(model, task, inputs="nonsense", n_samples=8, n_fit=8, progress=False)
+    assert "\n" not in str(error.value)
 
 
 @pytest.fixture(scope="module")
@@ -207,7 +210,7 @@ def test_the_causal_command_rejects_bad_fuzzy_logic_options_in_one_line(argv, ma
 
 ROOT = Path(__file__).resolve().parents[1]
 CAUSAL = ROOT / "results" / "causal"
-SITES = {"query→query": "", "whole row": "-whole-row"}
+SITES = {"query→query": "", "whole row": "-whole-row", "fixed query": "-fixed-query"}
 
 
 def _csv(path) -> list[dict[str, str]]:
@@ -241,9 +244,10 @@ def test_the_fuzzy_logic_alignment_table_in_the_docs_is_each_runs_largest_iia_in
 
 
 @pytest.mark.skipif(not (CAUSAL / "fuzzy_logic-hyla").is_dir(), reason="no committed fuzzy-logic causal results")
-def test_the_fuzzy_logic_erasure_table_in_the_docs_is_the_committed_results():
-    rows = _page_rows("| model | site | layer | rank | R² clean |")
-    assert len(rows) == 36  # nine checkpoints x two sites x two layers
+@pytest.mark.parametrize(("header", "n_rows"), [("| model | site | layer | rank |", 36), ("| model | inputs |", 18)])
+def test_the_fuzzy_logic_erasure_tables_in_the_docs_are_the_committed_results(header, n_rows):
+    rows = _page_rows(header)
+    assert len(rows) == n_rows  # nine checkpoints x two layers, at two sites / on the paper's reading
     for model, site, layer, *cells in rows:
         (result,) = [r for r in _csv(CAUSAL / (model + SITES[site]) / "erasure.csv") if r["layer"] == layer]
         expected = [result["rank"], *(f"{float(result[c]):.3f}" for c in ("r2_clean", "r2_leace", "r2_random")),

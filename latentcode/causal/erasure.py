@@ -297,6 +297,7 @@ def erasure_experiment(
     n_samples: int = 1024,
     n_fit: int = 2048,
     seed: int = 0,
+    inputs: str | None = None,
     progress: bool | None = None,
 ) -> ErasureResult:
     """LEACE erasure of the rule (SRAVEN) or the terms (fuzzy logic) from one layer's codes at a time (see the
@@ -309,6 +310,9 @@ def erasure_experiment(
     Args:
         positions: the site; default the concept's (SRAVEN 'all_features', fuzzy logic 'paper').
         whole_row: widen each view to every key of its query.
+        inputs: an input choice the task declares for reading codes (`task.code_reading.inputs`; fuzzy logic:
+            'fixed_query', every instance sharing one query input, as the probes read the codes), used for every
+            batch; None: inputs drawn as in training.
 
     Raises:
         ValueError: before any work, for a task without rule or term labels, a layer out of range or positions
@@ -319,7 +323,13 @@ def erasure_experiment(
     positions = concept.positions if positions is None else positions
     site_views = views(task, positions, whole_row)
     device = next(model.parameters()).device
-    draw = lambda n, split, s: task.sample(n, split, seed=s, device=device, unpermuted=True)  # noqa: E731
+    params: dict[str, Any] = {"unpermuted": True}
+    if inputs is not None:
+        params.update(task.code_reading.choice(inputs, repr(task.name)).sample_options)
+        if params.get("unpermuted") is False:
+            raise ValueError(f"inputs={inputs!r} permutes the features, but erasure reads feature f from slot f; "
+                             "leave inputs=None")
+    draw = lambda n, split, s: task.sample(n, split, seed=s, device=device, **params)  # noqa: E731
     fit, seen, held_out = draw(n_fit, "train", seed), draw(n_samples, "test", seed + 1), draw(n_samples, "ood", seed + 2)
     n_classes = concept.n_classes(task, fit)
     fit_labels = [concept.labels(task, fit, v) for v in site_views]
@@ -355,7 +365,8 @@ def erasure_experiment(
         params={"layers": list(chosen), "positions": positions if isinstance(positions, str) else "custom",
                 "whole_row": whole_row, "n_samples": n_samples, "n_fit": n_fit, "seed": seed, "fit_split": "train",
                 "decode_split": "test", "accuracy_split": "ood", "eraser": "concept_erasure.LeaceEraser",
-                "constrain_cov_trace": False, "concept": concept.name, "metrics": list(concept.metrics)},
+                "constrain_cov_trace": False, "concept": concept.name, "metrics": list(concept.metrics),
+                "inputs": inputs or "as in training"},
     )
 
 

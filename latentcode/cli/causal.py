@@ -104,6 +104,10 @@ def _add_parser(subparsers: Any) -> argparse.ArgumentParser:
     _common(erase, 1024)
     erase.add_argument("--n-fit", dest="n_fit", type=_positive, default=2048,
                        help="training-rule-set instances the erasers and probes fit on (default: 2048)")
+    erase.add_argument("--inputs", default=None, metavar="NAME",
+                       help="read the codes on the task's input choice NAME for every batch (fuzzy logic: "
+                       "fixed_query, every instance sharing one query input, as the probes read them; default: "
+                       "inputs drawn as in training)")
     erase.set_defaults(causal_func=_cmd_erase)
     probes = _subparser(
         commands, "probes", help="conditional, MDL and baseline probes (any task)",
@@ -185,7 +189,7 @@ def _cmd_erase(args: argparse.Namespace) -> int:
     run = load_run(run_path, device=args.device)
     result = erasure_experiment(run.model, run.task, layers=args.layers, whole_row=args.whole_row,
                                 n_samples=args.n_samples, n_fit=args.n_fit, seed=args.seed or 0,
-                                progress=args.progress)
+                                inputs=args.inputs, progress=args.progress)
     result.params.update(run=str(args.run), run_seed=args.seed, step=run.step)
     paths = result.save(out)
     _echo(result.table())
