@@ -1,6 +1,9 @@
 """Interventions and experiments: the runner (a `Site` and an `Edit`, `patching.py`), the paper's
-interventions on the codes, and the transfer and ablation experiments built on them.
+interventions on the codes, the transfer and ablation experiments built on them, and the causal analyses of the
+codes (alignment search and erasure).
 
-Modules: `patching.py`, `interventions.py`, `experiment_result.py`, `transfer.py`, `experiments.py`. Nothing
-is imported here: import from a module, or the public names from `latentcode`.
+Modules: `patching.py`, `interventions.py`, `experiment_result.py`, `transfer.py`, `experiments.py`, `alignment.py`
+(distributed alignment search; its `Rotation` lives in `rotation.py` and its counterfactuals in
+`counterfactuals.py`, both re-exported by `alignment.py`) and `erasure.py` (LEACE). Nothing is imported here:
+import from a module, or the public names from `latentcode`.
 """

@@ -1,5 +1,6 @@
-"""Distributed alignment search on latent codes (over 400 lines: the rotation, its edit, its training and the search
-with its controls share the site and caching helpers).
+"""Distributed alignment search on latent codes (over 400 lines: the interchange edit, the rotation's training and
+the search with its controls share the site and caching helpers; the rotation is `latentcode.causal.rotation`, the
+counterfactuals `latentcode.causal.counterfactuals`).
 
 Geiger et al. 2023 (arXiv 2303.02536) ask whether the model *uses* the rule the codes carry.
 
@@ -9,18 +10,19 @@ orthogonal`, one per layer, shared by every pair of the site). `Interchange` is 
 instance's code, rotates it, puts the source instance's first k rotated coordinates in place of the base's, and
 rotates back. The rotation is trained so that the model's output becomes the *counterfactual* answer: what the task's
 own ground truth says the answer would be if the base took the source's rule (SRAVEN: `rule_answer`, the source's
-rule applied to the base's panels). The interchange-intervention accuracy (IIA) is how often it does.
+rule applied to the base's panels; fuzzy logic: `function_answer`, the source's function at the base's query input,
+a hit being a prediction closer to it than to the base's own target). The interchange-intervention accuracy (IIA) is
+how often it does.
 
 `alignment_search` runs the whole analysis on one model: per layer and k, the IIA on held-out rule sets (`ood`)
 beside the identity rotation (the plain transplant of the first k heads' codes; with k = n_heads, today's
 `Transplant`), a random rotation, the same-rule source control (the source replaced by another instance with the
-base's own rules: codes move, the rule does not), the IIA on the training rule sets (`test` split) and a Wilson
+base's own rules or terms: codes move, the rule does not), the IIA on the training rule sets (`test` split) and a Wilson
 interval. A task without counterfactual ground truth is refused before any work (`counterfactual_for`).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -33,14 +35,22 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from latentcode.causal.counterfactuals import (
+    FunctionCounterfactual,
+    RuleCounterfactual,
+    as_counterfactual,
+    counterfactual_for,
+)
 from latentcode.causal.edits import Edit, EditFn
 from latentcode.causal.experiment_result import rows_table, save_rows, take, variant_name
 from latentcode.causal.patching import Site, _site_hook, check_layers
+from latentcode.causal.rotation import Rotation, random_rotation
 from latentcode.model.hooks import hook_name, hooks
 from latentcode.tasks.base import Batch
 
 __all__ = [
     "AlignmentResult",
+    "FunctionCounterfactual",
     "Interchange",
     "Rotation",
     "RuleCounterfactual",
@@ -48,6 +58,7 @@ __all__ = [
     "counterfactual_for",
     "fit_rotation",
     "interchange_accuracy",
+    "random_rotation",
     "wilson_interval",
 ]
 
@@ -67,71 +78,6 @@ def wilson_interval(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return max(0.0, centre - half), min(1.0, centre + half)
-
-
-class Rotation(torch.nn.Module):
-    """An orthogonal n x n matrix Q (`matrix`), trained through `torch.nn.utils.parametrizations.orthogonal`.
-
-    A code c (a row vector over heads) has rotated coordinates c @ Q; its first k coordinates are the subspace that
-    `Interchange` swaps, spanned by Q's first k columns.
-
-    Args:
-        n: the code dimension (the model's n_heads).
-        init: 'random' (a Haar-random rotation from `seed`) or 'identity'.
-        seed: seed of the random rotation.
-    """
-
-    def __init__(self, n: int, init: str = "random", seed: int = 0) -> None:
-        super().__init__()
-        if init not in ("random", "identity"):
-            raise ValueError(f"Rotation(init={init!r}) is not one of random, identity")
-        self.n = int(n)
-        self.linear = torch.nn.utils.parametrizations.orthogonal(torch.nn.Linear(self.n, self.n, bias=False))
-        with torch.no_grad():
-            self.linear.weight = torch.eye(self.n) if init == "identity" else random_rotation(self.n, seed)
-
-    @property
-    def matrix(self) -> Tensor:
-        """Q: float [n, n], orthogonal; columns are the rotated basis."""
-        return self.linear.weight
-
-    def subspace(self, k: int) -> Tensor:
-        """The first k columns of Q: an orthonormal basis [n, k] of the swapped subspace."""
-        return self.matrix[:, :k]
-
-    def save(self, path: str | os.PathLike, metadata: Mapping[str, Any] | None = None) -> list[Path]:
-        """Write `<path>.safetensors` (the matrix) and `<path>.json` (n and `metadata`); returns both paths."""
-        from safetensors.torch import save_file
-
-        from latentcode.rundir.directory import atomic_write_json
-
-        base = Path(path)
-        base.parent.mkdir(parents=True, exist_ok=True)
-        tensors, meta = base.with_suffix(".safetensors"), base.with_suffix(".json")
-        save_file({"rotation": self.matrix.detach().cpu().contiguous()}, str(tensors))
-        atomic_write_json(meta, {"kind": "latentcode.rotation", "n": self.n, **dict(metadata or {})})
-        return [tensors, meta]
-
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> tuple[Rotation, dict[str, Any]]:
-        """A rotation saved by `save` (`path` with or without its suffix) and its metadata."""
-        from safetensors.torch import load_file
-
-        base = Path(path)
-        base = base.with_suffix("") if base.suffix in (".safetensors", ".json") else base
-        meta = json.loads(base.with_suffix(".json").read_text())
-        matrix = load_file(str(base.with_suffix(".safetensors")))["rotation"]
-        rotation = cls(int(meta["n"]), init="identity")
-        with torch.no_grad():
-            rotation.linear.weight = matrix.float()
-        return rotation, meta
-
-
-def random_rotation(n: int, seed: int = 0) -> Tensor:
-    """A Haar-random orthogonal [n, n] matrix (QR of a seeded Gaussian, signs fixed)."""
-    gaussian = torch.randn(n, n, generator=torch.Generator().manual_seed(seed))
-    q, r = torch.linalg.qr(gaussian)
-    return q * torch.sign(torch.diagonal(r))[None, :]
 
 
 @dataclass(frozen=True, eq=False)
@@ -182,46 +128,6 @@ def interchange(base: Tensor, source: Tensor, mask: Tensor, rotation: Rotation |
     out = codes.clone()
     out[:, pairs] = mixed
     return out.permute(0, 3, 1, 2)
-
-
-@dataclass(frozen=True)
-class RuleCounterfactual:
-    """SRAVEN's counterfactual: at each feature, the answer the source's rule gives on the base's panels
-    (`task.rule_answer`). An entry counts (is informative) where that answer is defined, differs from the base's
-    own answer, and the site intervenes at the feature's query position."""
-
-    name: ClassVar[str] = "rule_answer"
-
-    def targets(self, task: Any, base: Batch, source: Batch, site_queries: Tensor) -> tuple[Tensor, Tensor]:
-        """(counterfactual answer long [batch, feature], informative bool [batch, feature])."""
-        n_features = int(task.config.n_features)
-        panels, rules = base.labels["panels"].cpu(), source.labels["rules"].cpu()
-        answers, informative = [], []
-        queries = int(task.seq_len) - n_features + torch.arange(n_features)
-        for f in range(n_features):
-            answer, defined = task.rule_answer(panels[..., f], rules[:, f])
-            answers.append(answer)
-            informative.append(defined & (answer != base.y.cpu()[:, f]) & bool(site_queries[queries[f]]))
-        return torch.stack(answers, dim=1), torch.stack(informative, dim=1)
-
-    def logits(self, task: Any, outputs: Tensor) -> Tensor:
-        """float [batch, feature, value]: the answer logits at each feature's query."""
-        return task._query_logits(outputs)
-
-    def sample(self, task: Any, n: int, split: str, seed: int, device: Any) -> Batch:
-        """Instances drawn unpermuted (slot f holds feature f in base and source alike)."""
-        return task.sample(n, split, seed=seed, device=device, unpermuted=True)
-
-
-def counterfactual_for(task: Any) -> RuleCounterfactual:
-    """The task's counterfactual ground truth; raises ValueError (one line) when the task has none."""
-    if all(hasattr(task, name) for name in ("rule_answer", "config", "sample")):
-        return RuleCounterfactual()
-    raise ValueError(
-        f"task {getattr(task, 'name', type(task).__name__)!r} has no counterfactual ground truth for alignment "
-        "search: it needs rule_answer (the source's rule applied to the base's panels, as SRAVEN's); use an SRAVEN "
-        "run or pass counterfactual= an object with targets/logits/sample"
-    )
 
 
 def _check_k(k: int, n: int) -> int:
@@ -324,7 +230,8 @@ def fit_rotation(
     base_resid: Tensor | None = None,
 ) -> Rotation:
     """Train a rotation so that interchanging its first k coordinates from `source` makes the output the
-    counterfactual answer (cross-entropy on the informative entries); the model's weights stay frozen.
+    counterfactual answer (the counterfactual's `loss` on the informative entries: cross-entropy on SRAVEN, squared
+    error on fuzzy logic); the model's weights stay frozen.
 
     Args:
         model: the model (run in eval mode; its parameters are not updated).
@@ -342,7 +249,7 @@ def fit_rotation(
     Returns:
         The trained `Rotation`.
     """
-    counterfactual = counterfactual or counterfactual_for(task)
+    counterfactual = counterfactual_for(task) if counterfactual is None else as_counterfactual(counterfactual)
     name, mask, layer = _site_layer(model, task, site)
     n = int(model.cfg.n_heads)
     k = _check_k(k, n)
@@ -368,9 +275,9 @@ def fit_rotation(
             start = None if base_resid is None else (layer, base_resid.index_select(0, at))
             outputs = _run(model, base.x.index_select(0, at), source_codes.index_select(0, at), name, mask,
                            rotation, k, start)
-            logits = counterfactual.logits(task, outputs)
-            keep = informative[pick].to(logits.device)
-            loss = torch.nn.functional.cross_entropy(logits[keep], target[pick].to(logits.device)[keep])
+            scores = counterfactual.scores(task, outputs)
+            keep = informative[pick].to(scores.device)
+            loss = counterfactual.loss(scores[keep], target[pick].to(scores.device)[keep])
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -397,12 +304,13 @@ def interchange_accuracy(
     base_resid: Tensor | None = None,
     batch_size: int = 256,
 ) -> tuple[int, int]:
-    """(hits, informative entries): how often the output with the interchange is the counterfactual answer.
+    """(hits, informative entries): how often the output with the interchange is the counterfactual answer (the
+    counterfactual's `hits`: SRAVEN the argmax answer, fuzzy logic a prediction nearer it than the base's target).
 
     `target` and `informative` default to the counterfactual of (base, source); pass them to score another
     source against the same targets (the same-rule control).
     """
-    counterfactual = counterfactual or counterfactual_for(task)
+    counterfactual = counterfactual_for(task) if counterfactual is None else as_counterfactual(counterfactual)
     name, mask, layer = _site_layer(model, task, site)
     k = _check_k(k, int(model.cfg.n_heads))
     if target is None or informative is None:
@@ -418,17 +326,17 @@ def interchange_accuracy(
                 stop = start + batch_size
                 begin = None if base_resid is None else (layer, base_resid[start:stop])
                 outputs = _run(model, base.x[start:stop], source_codes[start:stop], name, mask, rotation, k, begin)
-                predictions.append(counterfactual.logits(task, outputs).argmax(dim=-1).cpu())
+                predictions.append(counterfactual.scores(task, outputs).cpu())
     finally:
         model.train(was_training)
-    hits = (torch.cat(predictions) == target) & informative
+    hits = counterfactual.hits(task, torch.cat(predictions), target, base) & informative
     return int(hits.sum()), int(informative.sum())
 
 
-def _same_rule_sources(base: Batch, seed: int) -> tuple[Tensor, Tensor]:
-    """For each base instance another instance of the same batch with the same rule tuple (seeded), and whether
-    one exists."""
-    rules = base.labels["rules"].cpu()
+def _same_rule_sources(concept: Tensor, seed: int) -> tuple[Tensor, Tensor]:
+    """For each base instance another instance of the same batch with the same concept (SRAVEN: rule tuple; fuzzy
+    logic: terms), seeded, and whether one exists."""
+    rules = concept.cpu()
     same = (rules[:, None, :] == rules[None, :, :]).all(-1)
     same.fill_diagonal_(False)
     scores = torch.rand(same.shape, generator=torch.Generator().manual_seed(seed)) * same
@@ -441,10 +349,11 @@ class AlignmentResult:
 
     Columns of each row: `layer`, `k`, `iia` (held-out rule sets, trained rotation) with `iia_low`/`iia_high`
     (95% Wilson interval), `identity` (identity rotation: the transplant of the first k heads' codes), `random`
-    (a random rotation), `same_rule` (the trained rotation with a source of the base's own rules, scored against
-    the real source's counterfactual: the floor), `train_iia` (training rule sets, held-out instances), `n` and
-    `n_control` (informative entries), `clean_counterfactual` (how often the unpatched output already is the
-    counterfactual answer).
+    (a random rotation), `same_rule` (the trained rotation with a source of the base's own rules, or on fuzzy logic
+    its own terms, scored against the real source's counterfactual: the floor), `train_iia` (training rule sets,
+    held-out instances), `n` and `n_control` (informative entries), `clean_counterfactual` (how often the unpatched
+    output already is a hit: the counterfactual answer, or on fuzzy logic nearer the counterfactual value than the
+    base's target).
     """
 
     task: str
@@ -480,7 +389,7 @@ def alignment_search(
     *,
     layers: Sequence[int] | None = None,
     ks: Sequence[int] | None = None,
-    positions: Any = "all_features",
+    positions: Any = None,
     whole_row: bool = False,
     n_samples: int = 256,
     n_train: int = 512,
@@ -498,12 +407,13 @@ def alignment_search(
 
     Args:
         model: a model of `task`.
-        task: a task with counterfactual ground truth (SRAVEN).
+        task: a task with counterfactual ground truth (SRAVEN, fuzzy logic).
         layers: model layers (default: all).
         ks: swapped dimensions, each in 1..n_heads (default: 1, n_heads / 4 and n_heads / 2; 1, 4, 8 on the
             shipped SRAVEN models).
-        positions: the site's (query, key) positions, a name the task declares ('all_features': every feature's
-            query and its keys in panels 7 and 8) or explicit ones (see `Site`).
+        positions: the site's (query, key) positions, a name the task declares or explicit ones (see `Site`);
+            default the counterfactual's (SRAVEN 'all_features': every feature's query and its keys in panels 7
+            and 8; fuzzy logic 'paper': the query token attending to itself).
         whole_row: widen the site to every key of each chosen query.
         n_samples: evaluation pairs per split.
         n_train: training pairs.
@@ -516,7 +426,8 @@ def alignment_search(
         ValueError: before any work, for a task without counterfactual, a k out of 1..n_heads, a layer out of
             range, or positions the task does not declare.
     """
-    counterfactual = counterfactual or counterfactual_for(task)
+    counterfactual = counterfactual_for(task) if counterfactual is None else as_counterfactual(counterfactual)
+    positions = counterfactual.positions if positions is None else positions
     n = int(model.cfg.n_heads)
     ks = default_ks(n) if ks is None else [_check_k(k, n) for k in ks]
     if not ks:
@@ -529,12 +440,13 @@ def alignment_search(
     train = _pairs(task, counterfactual, n_train, "train", seed, device, queries)
     held_out = _pairs(task, counterfactual, n_samples, "ood", seed + 10, device, queries)
     seen = _pairs(task, counterfactual, n_samples, "test", seed + 20, device, queries)
-    partner, has_partner = _same_rule_sources(held_out.base, seed)
+    partner, has_partner = _same_rule_sources(counterfactual.concept(held_out.base), seed)
     control_source = take(held_out.base, partner)
     control_informative = held_out.informative & has_partner[:, None]
     with torch.no_grad():
-        clean = counterfactual.logits(task, model.eval()(held_out.base.x)).argmax(dim=-1).cpu()
-    clean_cf = float(((clean == held_out.target) & held_out.informative).sum() / max(1, int(held_out.informative.sum())))
+        clean = counterfactual.scores(task, model.eval()(held_out.base.x))
+    clean_hits = counterfactual.hits(task, clean, held_out.target, held_out.base) & held_out.informative
+    clean_cf = float(clean_hits.sum() / max(1, int(held_out.informative.sum())))
     rows, rotations = [], {}
     bar = tqdm([(layer, k) for layer in chosen for k in ks], desc="alignment search", unit="site",
                disable=None if progress is None else not progress)

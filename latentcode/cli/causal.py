@@ -2,7 +2,8 @@
 `latentcode.causal.alignment`), `latentcode causal erase` (LEACE erasure, `latentcode.causal.erasure`) and
 `latentcode causal probes` (conditional, MDL and baseline probes, `latentcode.pipelines.probe_suite`).
 
-RUN is a run directory or the name of a shipped checkpoint. Options are checked against the run's config.json
+RUN is a run directory or the name of a shipped checkpoint (SRAVEN or fuzzy logic; `--seed` picks a shipped seed by
+name, as `latentcode causal probes` does). Options are checked against the run's config.json
 (layers, k against the number of heads, the task) before torch is imported or a model loaded. No analysis logic
 lives here.
 """
@@ -21,6 +22,9 @@ from latentcode.cli.util import _add_progress, _echo, _int_csv, _subparser
 DEFAULT_OUT = Path("runs") / "causal"
 """Where results go without --out: runs/causal/<run name>/<align|erase>."""
 
+CAUSAL_TASKS = ("sraven", "fuzzy_logic")
+"""Tasks with counterfactual ground truth and an erasable concept (`latentcode.causal.counterfactuals`)."""
+
 
 def _positive(text: str) -> int:
     try:
@@ -32,14 +36,29 @@ def _positive(text: str) -> int:
     return value
 
 
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative integer")
+    return value
+
+
 def _common(parser: argparse.ArgumentParser, n_samples: int) -> None:
-    parser.add_argument("run", metavar="RUN", help="a run directory, or a shipped checkpoint's name (sraven-hyla)")
+    parser.add_argument("run", metavar="RUN",
+                        help="a run directory, or a shipped checkpoint's name (sraven-hyla, fuzzy_logic-hyla)")
     parser.add_argument("--layers", type=_int_csv, default=None, help="model layers, comma-separated (default: all)")
     parser.add_argument("--n-samples", dest="n_samples", type=_positive, default=n_samples,
                         help=f"held-out instances scored (default: {n_samples})")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the batches and fits (default: 0)")
+    parser.add_argument("--seed", type=_non_negative, default=None,
+                        help="with a shipped checkpoint's name, the shipped seed to open (default: the name's own "
+                        "checkpoint); also seeds the batches and fits (default: 0)")
     parser.add_argument("--whole-row", dest="whole_row", action="store_true",
-                        help="widen each site to every key of its query (default: the task's (query, key) pairs)")
+                        help="widen each site to every key of its query (default: the task's (query, key) pairs: "
+                        "SRAVEN each feature's query and its keys in panels 7 and 8, fuzzy logic the query token "
+                        "attending to itself)")
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help=f"where the results go (default: {DEFAULT_OUT}/<run name>/<subcommand>)")
     parser.add_argument("--device", default="cpu", help="device for the model (default: cpu)")
@@ -62,7 +81,10 @@ def _add_parser(subparsers: Any) -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="causal_command", metavar="SUBCOMMAND", required=True)
     align = _subparser(
         commands, "align", help="distributed alignment search on the codes",
-        description="Per layer and k: IIA on held-out rule sets of a rotation trained on the training rule sets.",
+        description="Per layer and k: IIA on held-out rule sets of a rotation trained on the training rule sets. "
+        "SRAVEN: how often the answer becomes the source's rule on the base's panels. Fuzzy logic: how often the "
+        "prediction lands nearer the source's function at the base's query than the base's own target (entries "
+        "where the two differ by more than 0.1).",
         example="latentcode causal align sraven-hyla --layers 2,3 --k 1,4,8",
     )
     _common(align, 256)
@@ -73,14 +95,19 @@ def _add_parser(subparsers: Any) -> argparse.ArgumentParser:
     align.add_argument("--steps", type=_positive, default=50, help="training steps per rotation (default: 50)")
     align.set_defaults(causal_func=_cmd_align)
     erase = _subparser(
-        commands, "erase", help="LEACE erasure of the rule from the codes",
-        description="Per layer: the model's held-out accuracy with the rule erased from the codes (LEACE) and with a "
-        "random subspace of the same rank erased, and the rule's decodability after each.",
+        commands, "erase", help="LEACE erasure of the rule (SRAVEN) or the terms (fuzzy logic) from the codes",
+        description="Per layer: the model's held-out score (SRAVEN accuracy, fuzzy logic R^2 and MSE) with the rule "
+        "or the function's terms erased from the codes (LEACE) and with a random subspace of the same rank erased, "
+        "and the concept's decodability after each beside its floor.",
         example="latentcode causal erase sraven-hyla --n-samples 1024",
     )
     _common(erase, 1024)
     erase.add_argument("--n-fit", dest="n_fit", type=_positive, default=2048,
                        help="training-rule-set instances the erasers and probes fit on (default: 2048)")
+    erase.add_argument("--inputs", default=None, metavar="NAME",
+                       help="read the codes on the task's input choice NAME for every batch (fuzzy logic: "
+                       "fixed_query, every instance sharing one query input, as the probes read them; default: "
+                       "inputs drawn as in training)")
     erase.set_defaults(causal_func=_cmd_erase)
     probes = _subparser(
         commands, "probes", help="conditional, MDL and baseline probes (any task)",
@@ -105,19 +132,22 @@ def _add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _resolve(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
-    """The run's directory and config.json, with --layers and --k checked against it (no torch yet)."""
+    """The run's directory and config.json, with --layers and --k checked against it (no torch yet). Sets
+    `args.label` (the default output folder's name: the shipped name, with -s<seed> for another seed)."""
     from latentcode.rundir.pretrained import resolve_run
 
-    path, _ = resolve_run(args.run)
+    is_dir = (Path(args.run) / "config.json").is_file()
+    path, name = resolve_run(args.run, None if is_dir else args.seed)
+    args.label = path.name if name is None else name + (f"-s{args.seed}" if args.seed else "")
     config_file = path / "config.json"
     if not config_file.is_file():
         raise ValueError(f"{path} has no config.json; give a run directory or a shipped checkpoint's name")
     config = json.loads(config_file.read_text())
     n_layers, n_heads = int(config["model"]["n_layers"]), int(config["model"]["n_heads"])
     task = config["task"]["name"]
-    if task != "sraven":
-        raise ValueError(f"latentcode causal {args.causal_command} needs a task with per-feature rules and their "
-                         f"counterfactual answers (sraven); {path} is a {task} run")
+    if task not in CAUSAL_TASKS:
+        raise ValueError(f"latentcode causal {args.causal_command} needs a task with counterfactual answers and "
+                         f"rule labels ({', '.join(CAUSAL_TASKS)}); {path} is a {task} run")
     bad = [layer for layer in args.layers or [] if not 0 <= layer < n_layers]
     if bad:
         raise ValueError(f"--layers {','.join(map(str, bad))} out of range: the model has {n_layers} layers, "
@@ -130,7 +160,7 @@ def _resolve(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
 
 
 def _out(args: argparse.Namespace, run_path: Path) -> Path:
-    return args.out if args.out is not None else DEFAULT_OUT / run_path.name / args.causal_command
+    return args.out if args.out is not None else DEFAULT_OUT / args.label / args.causal_command
 
 
 def _cmd_align(args: argparse.Namespace) -> int:
@@ -141,9 +171,9 @@ def _cmd_align(args: argparse.Namespace) -> int:
 
     run = load_run(run_path, device=args.device)
     result = alignment_search(run.model, run.task, layers=args.layers, ks=args.k, whole_row=args.whole_row,
-                              n_samples=args.n_samples, n_train=args.n_train, steps=args.steps, seed=args.seed,
+                              n_samples=args.n_samples, n_train=args.n_train, steps=args.steps, seed=args.seed or 0,
                               progress=args.progress)
-    result.params.update(run=str(args.run), step=run.step)
+    result.params.update(run=str(args.run), run_seed=args.seed, step=run.step)
     paths = result.save(out)
     _echo(result.table())
     _echo(f"written: {out} ({len(paths)} files)")
@@ -158,8 +188,9 @@ def _cmd_erase(args: argparse.Namespace) -> int:
 
     run = load_run(run_path, device=args.device)
     result = erasure_experiment(run.model, run.task, layers=args.layers, whole_row=args.whole_row,
-                                n_samples=args.n_samples, n_fit=args.n_fit, seed=args.seed, progress=args.progress)
-    result.params.update(run=str(args.run), step=run.step)
+                                n_samples=args.n_samples, n_fit=args.n_fit, seed=args.seed or 0,
+                                inputs=args.inputs, progress=args.progress)
+    result.params.update(run=str(args.run), run_seed=args.seed, step=run.step)
     paths = result.save(out)
     _echo(result.table())
     _echo("written: " + ", ".join(str(p) for p in paths))

@@ -367,6 +367,29 @@ class FuzzyLogic(CompositionalTask):
         x[:, -1, -1] = 0.0
         return Batch(x=x, y=targets[:, -1], labels=other.labels, split=batch.split)
 
+    def function_answer(
+        self, inputs: Float[Tensor, "batch variable"], term_bits: Int[Tensor, "batch term variable"]
+    ) -> Float[Tensor, " batch"]:
+        """The value a function gives one input per instance: the Zadeh DNF of `term_bits` (another instance's
+        `labels["term_bits"]`) at `inputs` (what alignment search needs: the source's function on the base's query
+        input, `latentcode.causal.alignment.FunctionCounterfactual`).
+
+        Args:
+            inputs: one input per instance [batch, L] (e.g. the base's query, `batch.x[:, -1, :-1]`).
+            term_bits: the terms of the function [batch, K, L] (`term_bits` order; 1 = plain, 0 = negated).
+
+        Returns:
+            float [batch]: max over terms of min over literals.
+
+        >>> task = FuzzyLogic()
+        >>> task.function_answer(torch.tensor([[0.2, 0.9, 0.5, 0.4]]), torch.tensor([[[1, 1, 1, 1], [0, 1, 0, 1]]]))
+        tensor([0.4000])
+        """
+        if inputs.ndim != 2 or term_bits.ndim != 3 or inputs.shape[-1] != term_bits.shape[-1]:
+            raise ValueError(f"inputs {tuple(inputs.shape)} and term_bits {tuple(term_bits.shape)} must be [batch, L] "
+                             "and [batch, K, L] with the same L")
+        return fuzzy_dnf(inputs.unsqueeze(1), term_bits.to(inputs.device)).squeeze(1)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: name, params and the explicit composition lists of `train`, `ood` and `novel_terms`."""
         return {

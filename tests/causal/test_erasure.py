@@ -93,7 +93,13 @@ def test_erasure_experiment_reports_leace_at_the_floor_beside_its_controls():
 
 
 def test_erasure_refuses_a_task_without_rule_labels_and_bad_layers():
-    task = FuzzyLogic()
+    class NoConcept(FuzzyLogic):  # fuzzy logic without function_answer: neither rules nor terms to erase
+        def __getattribute__(self, name):
+            if name == "function_answer":
+                raise AttributeError(name)
+            return super().__getattribute__(name)
+
+    task = NoConcept()
     torch.manual_seed(0)
     model = build_model(task, "hyla", "tiny").eval()
     with pytest.raises(ValueError, match="per-feature rule labels"):
