@@ -208,7 +208,7 @@ def test_the_causal_command_rejects_bad_fuzzy_logic_options_in_one_line(argv, ma
     assert match in err and "\n" not in err
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CAUSAL = ROOT / "results" / "causal"
 SITES = {"query→query": "", "whole row": "-whole-row", "fixed query": "-fixed-query"}
 
