@@ -41,6 +41,11 @@ if TYPE_CHECKING:
         RuleDecoder,
         code_space_directions,
     )
+    from probes.decoding.extras import (
+        BitRegressionResult,
+        TermDecodingResult,
+        extras_from_dict,
+    )
     from probes.decoding.fit import make_probe
     from probes.decoding.headline import (
         Baseline,
@@ -48,12 +53,10 @@ if TYPE_CHECKING:
         Headline,
     )
     from probes.decoding.results import (
-        BitRegressionResult,
         Confusion,
         DecodingResult,
         LayerDecoding,
         MergedScore,
-        TermDecodingResult,
     )
     from probes.degenerate import (
         CONSTANT_RTOL,
@@ -144,11 +147,14 @@ _EXPORTS: dict[str, str] = {
     ), "probes.decoding.headline"),
     **dict.fromkeys((
         "BitRegressionResult",
+        "TermDecodingResult",
+        "extras_from_dict",
+    ), "probes.decoding.extras"),
+    **dict.fromkeys((
         "Confusion",
         "DecodingResult",
         "LayerDecoding",
         "MergedScore",
-        "TermDecodingResult",
     ), "probes.decoding.results"),
     **dict.fromkeys((
         "CONSTANT_RTOL",
@@ -256,6 +262,7 @@ __all__ = [
     "embed_codes",
     "embedding_figure",
     "experiment_figure",
+    "extras_from_dict",
     "input_features",
     "log_constant_warnings",
     "make_probe",

@@ -24,6 +24,7 @@ from typing import Any, Literal
 from tqdm.auto import tqdm
 
 from probes.codes_io import atomic_write as _atomic_write
+from probes.decoding.extras import TermDecodingResult
 from probes.decoding.headline import HEADLINE
 from probes.decoding.results import DecodingResult
 from probes.degenerate import CONSTANT_RTOL
@@ -391,7 +392,8 @@ def build_report(
             page.pre(figure.table())
 
     page.heading(shown["Decoding per layer"])
-    with_terms = any(a.decoding is not None and a.decoding.terms is not None for a in analyses.values())
+    with_terms = any(isinstance(extra, TermDecodingResult)
+                     for a in analyses.values() if a.decoding is not None for extra in a.decoding.extras.values())
     page.note(_decoding_caption(with_terms))
     groups: dict[tuple, dict[str, DecodingResult]] = {}
     for name, a in analyses.items():
@@ -410,9 +412,9 @@ def build_report(
             if result.kind == "multiclass":  # where the errors go: the ceiling of the score above
                 page.figure(confusion_figure(result))
             page.pre(result.table())
-            if result.terms is not None and result.terms.f1:
-                split = "ood" if "ood" in result.terms.f1 else next(iter(result.terms.f1))
-                page.figure(term_f1_figure(result.terms, split=split))
+            for extra in result.extras.values():
+                if isinstance(extra, TermDecodingResult) and extra.f1:
+                    page.figure(term_f1_figure(extra))
 
     page.heading(shown["Clustering"])
     page.note(

@@ -276,7 +276,8 @@ def summary_rows(analyses: Mapping[str, RunAnalysis]) -> list[tuple[str, list[st
             for layer, where in (("last", "last layer"), ("all", "all layers")):
                 rows.append(headline_row(f"{HEADLINE} ({title}), {split}, {where}", metric, split,
                                          lambda h, layer=layer: _at(h, layer, h.over_best), layer))
-    rows.append(row("ridge R² of latent bits, ood, all layers", lambda a: a.decoding.bits.mean("ood")[-1]))
+    rows.append(row("ridge R² of latent bits, ood, all layers",
+                    lambda a: a.decoding.headlines()["bit_r2"]["ood"].codes[-1]))
     rows.append(row("k-means AMI, all layers", lambda a: CONSTANT_CELL if "all" in a.constant_layers
                     else a.clustering.scores("ami")[-1]))
     rows.append(row("input-only control (k-means AMI)", lambda a: a.input_only["ami"]))

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probes.codes_io import jsonable
+from probes.decoding.extras import extras_from_dict
 from probes.decoding.headline import HEADLINE
 from probes.tables import NA
 from probes.tables import align_columns as _aligned
@@ -279,7 +280,7 @@ def skipped_note(decodings: Sequence[dict[str, Any] | None]) -> str | None:
     """One line for the classes without a probe, over every run (they are the same when the runs share a task)."""
     skipped: dict[str, str] = {}
     for decoding in decodings:
-        terms = (decoding or {}).get("terms") or {}
+        terms = next((extra for extra in extras_from_dict(decoding).values() if "skipped" in extra), {})
         names = terms.get("class_names") or []
         for c, why in (terms.get("skipped") or {}).items():
             skipped.setdefault(names[int(c)] if int(c) < len(names) else str(c), why)

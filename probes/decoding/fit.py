@@ -29,8 +29,9 @@ from tqdm.auto import tqdm
 
 from probes.codes import LatentCodes, LayerChoice
 from probes.decoding.estimators import RuleDecoder
+from probes.decoding.extras import TermDecodingResult
 from probes.decoding.headline import Baseline
-from probes.decoding.results import DecodingResult, LayerDecoding, MergedScore, TermDecodingResult
+from probes.decoding.results import DecodingResult, LayerDecoding, MergedScore
 from probes.degenerate import CONSTANT_RTOL, code_spread
 from probes.labels import class_labels
 
@@ -360,12 +361,12 @@ def fit_rules(
     rtol: float = CONSTANT_RTOL,
     merge: Sequence[Sequence[Any]] | None = None,
 ) -> DecodingResult:
-    """`decode_rules` without the fuzzy-logic extras and without controls: the codes' probes and their floors.
+    """`decode_rules` without the per-label extras and without controls: the codes' probes and their floors.
 
     Args and Raises: as in `probes.decode_rules`.
 
     Returns:
-        A `DecodingResult` with `controls`, `bits` None (`terms` set for a set label).
+        A `DecodingResult` without `controls`; for a set label, `extras` holds its per-class probes.
     """
     train = _train_rows(codes)
     splits = _resolve_splits(codes, splits)
@@ -418,7 +419,7 @@ def fit_rules(
         majority_class=majority_name,
         baselines=baselines,
         layers=rows,
-        terms=terms,
+        extras={} if terms is None else {name: terms},
         params=params,
         reading=codes.reading,
         constant_layers=constant,
