@@ -6,7 +6,8 @@ page works offline) and returns a
 `Report`. The summary puts the runs side by side: each run's reading, and every decoding score beside its floors,
 the input-only control and `codes − best` (`DecodingResult.headlines()`). Constant layers (`probes.degenerate`) are
 named in a warning box and the summary, and their figures say "constant codes". It reads only what it is given
-(`RunInput`); finding runs is the CLI's job.
+(`RunInput`, and the caller's own `ReportSection`s); finding runs is the CLI's job. The page and summary.json are
+written once each, from the results objects: nothing written is read back.
 """
 
 from __future__ import annotations
@@ -16,14 +17,15 @@ import json
 import logging
 import os
 import warnings
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from tqdm.auto import tqdm
 
 from probes.codes_io import atomic_write as _atomic_write
+from probes.codes_io import jsonable
 from probes.decoding.extras import TermDecodingResult
 from probes.decoding.headline import HEADLINE
 from probes.decoding.results import DecodingResult
@@ -45,7 +47,8 @@ from probes.run_analysis import ANALYSIS_STEPS, RunAnalysis, RunInput, analyse_r
 from probes.tables import NA, UNDEFINED, format_score
 
 __all__ = ["CAUSAL_SECTION", "EMERGENCE_SECTION", "EXPLORER_SECTION", "REPORT_FILE", "SECTIONS", "SUMMARY_FILE", "Report",
-           "RunAnalysis", "RunInput", "alignment_table", "analyse_run", "build_report", "erasure_table"]
+           "ReportSection", "RunAnalysis", "RunInput", "alignment_table", "analyse_run", "build_report",
+           "erasure_table"]
 
 logger = logging.getLogger(__name__)
 
@@ -118,15 +121,50 @@ def _settings(result: Mapping[str, Any], keys: Sequence[str]) -> str:
 
 
 @dataclass(frozen=True)
+class ReportSection:
+    """A section of the caller's own on the page (e.g. the demo's table over seeds): a heading, a plain-text
+    table, notes under it, and its entry in summary.json.
+
+    Attributes:
+        title: the heading (also in the page's navigation).
+        text: shown as preformatted text (an aligned table, `table()` of a result).
+        notes: one paragraph each, under the text.
+        key: summary.json key of `summary` (default: no entry).
+        summary: JSON-able data for summary.json (a result's `to_dict()`).
+        place: "top" (right under the navigation, before the summary) or "end" (after every other section).
+    """
+
+    title: str
+    text: str = ""
+    notes: Sequence[str] = ()
+    key: str | None = None
+    summary: Any = None
+    place: Literal["top", "end"] = "top"
+
+    def __post_init__(self) -> None:
+        if self.place not in ("top", "end"):
+            raise ValueError(f"place={self.place!r}; pass 'top' or 'end'")
+        if self.key in ("title", "runs"):
+            raise ValueError(f"key={self.key!r} is summary.json's own; choose another")
+
+
+SectionsArg = Sequence[ReportSection] | Callable[[Mapping[str, "RunAnalysis"]], Sequence[ReportSection]]
+"""`build_report(sections=)`: the sections, or a function of the runs' analyses that returns them (for sections
+built from the analyses, such as a table of every run's decoding)."""
+
+
+@dataclass(frozen=True)
 class Report:
     """What `build_report` wrote, and what it holds: read `summary` here instead of summary.json.
 
     Attributes:
         path: report.html.
         summary_path: summary.json beside it.
-        summary: what summary.json holds: `{"title": ..., "runs": {name: RunAnalysis.to_dict()}}`.
+        summary: what summary.json holds: `{"title": ..., "runs": {name: RunAnalysis.to_dict()}}`, and each
+            caller's section's `key` -> its `summary`.
         analyses: run name -> the `RunAnalysis` behind the page (with the fitted results, not only their JSON).
         n_figures: figures on the page.
+        sections: the caller's sections on the page (`build_report(sections=)`).
 
     A `Report` is also an `os.PathLike` of report.html (`open(report)`, `Path(report)`). Before 0.2 `build_report`
     returned that path itself; its `Path` methods (`report.read_text()`, ...) still work here, with a
@@ -138,6 +176,7 @@ class Report:
     summary: dict[str, Any]
     analyses: dict[str, RunAnalysis]
     n_figures: int
+    sections: tuple[ReportSection, ...] = field(default=())
 
     def __fspath__(self) -> str:
         return os.fspath(self.path)
@@ -174,6 +213,13 @@ class _Page:
 
     def pre(self, text: str) -> None:
         self.add(f"<pre>{html.escape(text)}</pre>")
+
+    def section(self, section: ReportSection) -> None:
+        self.heading(section.title)
+        if section.text:
+            self.pre(section.text)
+        for note in section.notes:
+            self.note(note)
 
     def figure(self, display: Any) -> None:
         self.n_figures += 1
@@ -268,6 +314,15 @@ def _no_codes(page: _Page, analysis: RunAnalysis, what: str) -> bool:
     return False
 
 
+def _check_sections(sections: Sequence[ReportSection]) -> None:
+    if not all(isinstance(s, ReportSection) for s in sections):
+        raise ValueError(f"sections={list(sections)!r}: give ReportSection objects (probes.report.ReportSection)")
+    for attr in ("title", "key"):
+        values = [getattr(s, attr) for s in sections if getattr(s, attr) is not None]
+        if len(set(values)) != len(values):
+            raise ValueError(f"sections share a {attr}: {values}; give each section its own")
+
+
 def build_report(
     runs: Mapping[str, RunInput] | Sequence[RunInput],
     out_dir: str | os.PathLike,
@@ -279,6 +334,7 @@ def build_report(
     progress: bool | None = None,
     rtol: float = CONSTANT_RTOL,
     include_plotlyjs: Literal["directory", True] = "directory",
+    sections: SectionsArg = (),
 ) -> Report:
     """Analyse every run and write `out_dir/report.html` (and `plotly.min.js` beside it) and `out_dir/summary.json`.
 
@@ -295,12 +351,15 @@ def build_report(
         include_plotlyjs: "directory" (default): the page loads `plotly.min.js` from its own folder, written
             there once (4.6 MB; kept if already there), so the page itself stays small; True: plotly.js inside
             report.html, one self-contained file. Either works offline.
+        sections: the caller's own sections (`ReportSection`), or a function of the analyses (run name ->
+            `RunAnalysis`) returning them, called once the runs are analysed and before anything is written.
 
     Returns:
         The `Report`: `path` (report.html), `summary` (what summary.json holds), the analyses and the figure count.
 
     Raises:
-        ValueError: no runs, two runs with the same name, or an unknown `include_plotlyjs`.
+        ValueError: no runs, two runs with the same name, an unknown `include_plotlyjs`, or two sections with
+            one title or summary key.
     """
     if include_plotlyjs not in ("directory", True):
         raise ValueError(f"include_plotlyjs={include_plotlyjs!r}; pass 'directory' (plotly.min.js beside "
@@ -312,6 +371,8 @@ def build_report(
         runs = {r.name: r for r in runs}
     if not runs:
         raise ValueError("runs is empty; pass at least one RunInput")
+    own: tuple[ReportSection, ...] = () if callable(sections) else tuple(sections)
+    _check_sections(own)  # given sections are checked before any work; a function's once it has run
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     steps = ANALYSIS_STEPS
@@ -330,24 +391,35 @@ def build_report(
 
             analyses[name] = analyse_run(run, embed_method=embed_method, max_points=max_points,
                                          random_state=random_state, progress=False, rtol=rtol, on_step=step)
+    own = tuple(sections(analyses)) if callable(sections) else own
+    _check_sections(own)
+    top, end = [s for s in own if s.place == "top"], [s for s in own if s.place == "end"]
     page = _Page()
     shown = {s: s if s != "UMAP" else embed_method.upper() for s in SECTIONS}  # the title each section shows
-    sections = list(shown.values())
+    nav = list(shown.values())
     with_emergence = {name: run.emergence for name, run in runs.items() if run.emergence}
     if with_emergence:
-        sections.insert(sections.index("Training curves") + 1, EMERGENCE_SECTION)
+        nav.insert(nav.index("Training curves") + 1, EMERGENCE_SECTION)
     with_explorer = {name: run.explorer_html for name, run in runs.items() if run.explorer_html}
     if with_explorer:
-        sections.insert(sections.index(shown["UMAP"]) + 1, EXPLORER_SECTION)
+        nav.insert(nav.index(shown["UMAP"]) + 1, EXPLORER_SECTION)
+    by_title: dict[str, dict[str, Any]] = {}  # the runs' further analyses: section title -> run name -> result
+    for name, run in runs.items():
+        for analysis_title, result in run.analyses.items():
+            by_title.setdefault(analysis_title, {})[name] = result
+    nav += list(by_title)
     with_causal = {name: run.causal for name, run in runs.items() if run.causal}
     if with_causal:
-        sections.append(CAUSAL_SECTION)
+        nav.append(CAUSAL_SECTION)
+    nav = [s.title for s in top] + nav + [s.title for s in end]
     page.add(f"<h1>{html.escape(title)}</h1>")
     page.add(
         "<nav>"
-        + "".join(f'<a href="#{s.lower().replace(" ", "-")}">{html.escape(s)}</a>' for s in sections)
+        + "".join(f'<a href="#{s.lower().replace(" ", "-")}">{html.escape(s)}</a>' for s in nav)
         + "</nav>"
     )
+    for section in top:
+        page.section(section)
     flat = {name: a.spread for name, a in analyses.items() if a.constant_layers}
     if flat:
         page.warning(_constant_title(flat), [f"{name}: {_constant_layers(spread)}" for name, spread in flat.items()])
@@ -412,9 +484,9 @@ def build_report(
             if result.kind == "multiclass":  # where the errors go: the ceiling of the score above
                 page.figure(confusion_figure(result))
             page.pre(result.table())
-            for extra in result.extras.values():
-                if isinstance(extra, TermDecodingResult) and extra.f1:
-                    page.figure(term_f1_figure(extra))
+            for per_class in result.extras.values():
+                if isinstance(per_class, TermDecodingResult) and per_class.f1:
+                    page.figure(term_f1_figure(per_class))
 
     page.heading(shown["Clustering"])
     page.note(
@@ -479,6 +551,12 @@ def build_report(
             except ValueError as err:
                 page.note(str(err))
 
+    for analysis_title, results in by_title.items():
+        page.heading(analysis_title)
+        for name, result in results.items():
+            page.add(f"<h4>{html.escape(name)}</h4>")
+            page.pre(result.table())
+
     if with_causal:
         page.heading(CAUSAL_SECTION)
         page.note(
@@ -509,6 +587,9 @@ def build_report(
             else:
                 page.note(f"{name}: no erasure; run `latentcode causal erase`.")
 
+    for section in end:
+        page.section(section)
+
     from plotly.offline import get_plotlyjs
 
     if include_plotlyjs == "directory":
@@ -527,10 +608,11 @@ def build_report(
     )
     report_path = out_dir / REPORT_FILE
     _atomic_write(report_path, lambda f: f.write(document.encode("utf-8")))
-    summary = {"title": title, "runs": {name: a.to_dict() for name, a in analyses.items()}}
+    summary = jsonable({"title": title, "runs": {name: a.to_dict() for name, a in analyses.items()},
+                        **{s.key: s.summary for s in own if s.key is not None}})
     text = json.dumps(summary, indent=2, allow_nan=False) + "\n"
     summary_path = out_dir / SUMMARY_FILE
     _atomic_write(summary_path, lambda f: f.write(text.encode("utf-8")))
     logger.info("wrote %s (%d figures) and %s", report_path, page.n_figures, SUMMARY_FILE)
-    return Report(path=report_path, summary_path=summary_path, summary=json.loads(text), analyses=analyses,
-                  n_figures=page.n_figures)
+    return Report(path=report_path, summary_path=summary_path, summary=summary, analyses=analyses,
+                  n_figures=page.n_figures, sections=own)
