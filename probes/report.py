@@ -7,7 +7,8 @@ page works offline) and returns a
 the input-only control and `codes − best` (`DecodingResult.headlines()`). Constant layers (`probes.degenerate`) are
 named in a warning box and the summary, and their figures say "constant codes". It reads only what it is given
 (`RunInput`, and the caller's own `ReportSection`s); finding runs is the CLI's job. The page and summary.json are
-written once each, from the results objects: nothing written is read back.
+written once each, from the results objects: nothing written is read back. The page's pieces are
+`probes.report_page`'s, and the section "Does the model use the code?" is `probes.report_causal`'s.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json
 import logging
 import os
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -43,6 +44,8 @@ from probes.figures import (
     training_curves_figure,
     variant_figure,
 )
+from probes.report_causal import CAUSAL_SECTION, alignment_table, causal_section, erasure_table
+from probes.report_page import STYLE, Page, ReportSection, SectionsArg, check_sections
 from probes.run_analysis import ANALYSIS_STEPS, RunAnalysis, RunInput, analyse_run, summary_rows
 from probes.tables import NA, UNDEFINED, format_score
 
@@ -68,90 +71,6 @@ a rule-emergence table, `EMERGENCE_SECTION` follows "Training curves"."""
 EMERGENCE_SECTION = "Rule codes over training"
 EXPLORER_SECTION = "Explorer"
 """Follows the embedding section when a run comes with an explorer (`RunInput.explorer_html`)."""
-CAUSAL_SECTION = "Does the model use the code?"
-"""Closes the page when a run comes with causal results (`RunInput.causal`)."""
-
-ALIGNMENT_HEADER = ["layer", "k", "IIA", "95% interval", "identity rotation", "random rotation",
-                    "same-rule source (floor)", "unpatched = counterfactual", "IIA, training rule sets", "n"]
-ERASURE_HEADER = ["layer", "erased rank", "accuracy clean", "accuracy LEACE", "accuracy random erasure",
-                  "decodability clean", "decodability LEACE", "decodability random erasure", "majority floor",
-                  "LEACE − floor"]
-
-
-def _cell(row: Mapping[str, Any], key: str, signed: bool = False) -> str:
-    value = row.get(key)
-    return format_score(float(value), signed=signed) if isinstance(value, int | float) else NA
-
-
-def alignment_table(result: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, list[str]]]]:
-    """The IIA table of an alignment search's plain result (what `alignment.json` holds: `rows` with `layer`, `k`,
-    `iia`, `iia_low`, `iia_high`, `identity`, `random`, `same_rule`, `clean_counterfactual`, `train_iia`, `n`):
-    (header, rows) as `_Page.table` takes them, each IIA beside its controls."""
-    rows = []
-    for row in result.get("rows", []):
-        interval = f"[{_cell(row, 'iia_low')}, {_cell(row, 'iia_high')}]"
-        rows.append((str(row.get("layer")), [str(row.get("k")), _cell(row, "iia"), interval, _cell(row, "identity"),
-                                              _cell(row, "random"), _cell(row, "same_rule"),
-                                              _cell(row, "clean_counterfactual"), _cell(row, "train_iia"),
-                                              str(row.get("n", NA))]))
-    return ALIGNMENT_HEADER, rows
-
-
-def erasure_table(result: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, list[str]]]]:
-    """The erasure table of an erasure experiment's plain result (what `erasure.json` holds: `rows` with `layer`,
-    `rank`, `acc_clean`, `acc_leace`, `acc_random`, `decode_clean`, `decode_leace`, `decode_random`,
-    `decode_floor`): (header, rows), the accuracy after LEACE beside random erasure and the decodability after it
-    beside the floor."""
-    rows = []
-    for row in result.get("rows", []):
-        gap = (float(row["decode_leace"]) - float(row["decode_floor"])
-               if isinstance(row.get("decode_leace"), int | float) and isinstance(row.get("decode_floor"), int | float)
-               else None)
-        rows.append((str(row.get("layer")), [str(row.get("rank", NA)), _cell(row, "acc_clean"),
-                                              _cell(row, "acc_leace"), _cell(row, "acc_random"),
-                                              _cell(row, "decode_clean"), _cell(row, "decode_leace"),
-                                              _cell(row, "decode_random"), _cell(row, "decode_floor"),
-                                              format_score(gap, signed=True)]))
-    return ERASURE_HEADER, rows
-
-
-def _settings(result: Mapping[str, Any], keys: Sequence[str]) -> str:
-    params = result.get("params") or {}
-    return ", ".join(f"{key} {params[key]}" for key in keys if key in params)
-
-
-@dataclass(frozen=True)
-class ReportSection:
-    """A section of the caller's own on the page (e.g. the demo's table over seeds): a heading, a plain-text
-    table, notes under it, and its entry in summary.json.
-
-    Attributes:
-        title: the heading (also in the page's navigation).
-        text: shown as preformatted text (an aligned table, `table()` of a result).
-        notes: one paragraph each, under the text.
-        key: summary.json key of `summary` (default: no entry).
-        summary: JSON-able data for summary.json (a result's `to_dict()`).
-        place: "top" (right under the navigation, before the summary) or "end" (after every other section).
-    """
-
-    title: str
-    text: str = ""
-    notes: Sequence[str] = ()
-    key: str | None = None
-    summary: Any = None
-    place: Literal["top", "end"] = "top"
-
-    def __post_init__(self) -> None:
-        if self.place not in ("top", "end"):
-            raise ValueError(f"place={self.place!r}; pass 'top' or 'end'")
-        if self.key in ("title", "runs"):
-            raise ValueError(f"key={self.key!r} is summary.json's own; choose another")
-
-
-SectionsArg = Sequence[ReportSection] | Callable[[Mapping[str, "RunAnalysis"]], Sequence[ReportSection]]
-"""`build_report(sections=)`: the sections, or a function of the runs' analyses that returns them (for sections
-built from the analyses, such as a table of every run's decoding)."""
-
 
 @dataclass(frozen=True)
 class Report:
@@ -187,72 +106,6 @@ class Report:
         warnings.warn(f"build_report() returns a Report since 0.2; use report.path.{name} (report.html)",
                       DeprecationWarning, stacklevel=2)
         return getattr(self.path, name)
-
-
-class _Page:
-    """Accumulates the HTML body; plotly figures share the one plotly.js script in the head."""
-
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-        self.n_figures = 0
-
-    def add(self, text: str) -> None:
-        self.parts.append(text)
-
-    def heading(self, title: str, level: int = 2) -> None:
-        anchor = title.lower().replace(" ", "-")
-        self.add(f'<h{level} id="{html.escape(anchor)}">{html.escape(title)}</h{level}>')
-
-    def note(self, text: str) -> None:
-        self.add(f'<p class="note">{html.escape(text)}</p>')
-
-    def warning(self, title: str, items: list[str]) -> None:
-        entries = "".join(f"<li>{html.escape(item)}</li>" for item in items)
-        head = f"<strong>{html.escape(title)}</strong>"
-        self.add(f'<div class="warning" role="alert">{head}<ul>{entries}</ul></div>')
-
-    def pre(self, text: str) -> None:
-        self.add(f"<pre>{html.escape(text)}</pre>")
-
-    def section(self, section: ReportSection) -> None:
-        self.heading(section.title)
-        if section.text:
-            self.pre(section.text)
-        for note in section.notes:
-            self.note(note)
-
-    def figure(self, display: Any) -> None:
-        self.n_figures += 1
-        div = display.plotly().to_html(
-            full_html=False, include_plotlyjs=False, div_id=f"figure-{self.n_figures}"
-        )
-        self.add(f'<div class="figure">{div}</div>')
-
-    def table(self, header: list[str], rows: list[tuple[str, list[str]]]) -> None:
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-        body = "".join(
-            "<tr><th>"
-            + html.escape(name)
-            + "</th>"
-            + "".join(f"<td>{html.escape(v)}</td>" for v in values)
-            + "</tr>"
-            for name, values in rows
-        )
-        self.add(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
-
-
-_STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1400px; padding: 0 1em; color: #222; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }
-tbody th { text-align: left; font-weight: normal; }
-pre { background: #f6f6f6; padding: 0.8em; font-size: 0.85em; white-space: pre-wrap; overflow-wrap: anywhere; }
-.note { color: #666; font-style: italic; }
-.caveat { border-left: 4px solid #5b8def; padding: 0.2em 0.8em; }
-.warning { background: #fff4d6; border-left: 4px solid #e0a800; padding: 0.5em 1em; margin: 1em 0; }
-.warning ul { margin: 0.3em 0 0 0; padding-left: 1.2em; }
-nav a { margin-right: 1em; }
-"""
 
 
 def _constant_title(spreads: Mapping[str, Any]) -> str:
@@ -303,7 +156,7 @@ def ood_caveat(result: DecodingResult) -> str:
             f"its own split's floors ({HEADLINE}), not against the other split.")
 
 
-def _no_codes(page: _Page, analysis: RunAnalysis, what: str) -> bool:
+def _no_codes(page: Page, analysis: RunAnalysis, what: str) -> bool:
     run = analysis.run
     if run.codes is None:
         page.note(f"{run.name}: no latent codes; run `latentcode extract RUN` to make them.")
@@ -312,15 +165,6 @@ def _no_codes(page: _Page, analysis: RunAnalysis, what: str) -> bool:
         page.note(f"{run.name}: {what} skipped: {analysis.errors[what]}")
         return True
     return False
-
-
-def _check_sections(sections: Sequence[ReportSection]) -> None:
-    if not all(isinstance(s, ReportSection) for s in sections):
-        raise ValueError(f"sections={list(sections)!r}: give ReportSection objects (probes.report.ReportSection)")
-    for attr in ("title", "key"):
-        values = [getattr(s, attr) for s in sections if getattr(s, attr) is not None]
-        if len(set(values)) != len(values):
-            raise ValueError(f"sections share a {attr}: {values}; give each section its own")
 
 
 def build_report(
@@ -372,7 +216,7 @@ def build_report(
     if not runs:
         raise ValueError("runs is empty; pass at least one RunInput")
     own: tuple[ReportSection, ...] = () if callable(sections) else tuple(sections)
-    _check_sections(own)  # given sections are checked before any work; a function's once it has run
+    check_sections(own)  # given sections are checked before any work; a function's once it has run
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     steps = ANALYSIS_STEPS
@@ -392,9 +236,9 @@ def build_report(
             analyses[name] = analyse_run(run, embed_method=embed_method, max_points=max_points,
                                          random_state=random_state, progress=False, rtol=rtol, on_step=step)
     own = tuple(sections(analyses)) if callable(sections) else own
-    _check_sections(own)
+    check_sections(own)
     top, end = [s for s in own if s.place == "top"], [s for s in own if s.place == "end"]
-    page = _Page()
+    page = Page()
     shown = {s: s if s != "UMAP" else embed_method.upper() for s in SECTIONS}  # the title each section shows
     nav = list(shown.values())
     with_emergence = {name: run.emergence for name, run in runs.items() if run.emergence}
@@ -558,34 +402,7 @@ def build_report(
             page.pre(result.table())
 
     if with_causal:
-        page.heading(CAUSAL_SECTION)
-        page.note(
-            "The rule can be read from the codes; does the model use it? Alignment search (`latentcode causal "
-            "align`): a rotation of each layer's code, trained on the training rule sets, swaps its first k "
-            "coordinates from a source instance; IIA = how often the answer on held-out rule sets becomes the "
-            "counterfactual one (the source's rule applied to the base's panels), with its 95% Wilson interval, "
-            "beside the identity rotation (a plain transplant of k heads' codes), a random rotation, a source with "
-            "the base's own rules (the floor), how often the unpatched answer already is the counterfactual one and "
-            "the IIA on the training rule sets. Erasure (`latentcode causal erase`): the rule removed from one "
-            "layer's codes with LEACE; the model's held-out accuracy before and after, beside erasing a random "
-            "subspace of the same rank, and the rule's decodability after erasure beside the majority floor. An "
-            "erasure that leaves decodability above the floor failed, and the accuracy after it means nothing."
-        )
-        for name, causal in with_causal.items():
-            page.add(f"<h4>{html.escape(name)}</h4>")
-            if causal.get("source"):
-                page.note(f"read from {causal['source']}")
-            alignment, erasure = causal.get("alignment"), causal.get("erasure")
-            if alignment:
-                page.add(f"<p>Alignment search ({html.escape(_settings(alignment, ('n_samples', 'n_train', 'steps', 'seed')))})</p>")
-                page.table(*alignment_table(alignment))
-            else:
-                page.note(f"{name}: no alignment search; run `latentcode causal align`.")
-            if erasure:
-                page.add(f"<p>LEACE erasure ({html.escape(_settings(erasure, ('n_samples', 'n_fit', 'seed')))})</p>")
-                page.table(*erasure_table(erasure))
-            else:
-                page.note(f"{name}: no erasure; run `latentcode causal erase`.")
+        causal_section(page, with_causal)
 
     for section in end:
         page.section(section)
@@ -601,7 +418,7 @@ def build_report(
         script = f'<script type="text/javascript">{get_plotlyjs()}</script>'
     document = (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f"<title>{html.escape(title)}</title>\n<style>{_STYLE}</style>\n"
+        f"<title>{html.escape(title)}</title>\n<style>{STYLE}</style>\n"
         f"{script}\n</head>\n<body>\n"
         + "\n".join(page.parts)
         + "\n</body>\n</html>\n"
