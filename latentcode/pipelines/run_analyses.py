@@ -47,10 +47,8 @@ def register_analysis(name: str, *, title: str | None = None) -> Callable[[Calla
     Raises:
         ValueError: `name` or `title` already registered, or an empty name.
 
-    Example:
-        >>> @register_analysis("n_layers", title="Layers read")
-        ... def n_layers(run, codes):
-        ...     return Count(codes.n_layers)  # any object with table() and to_dict()  # doctest: +SKIP
+    `tests/test_new_analysis.py` registers one (`code_norms`: the mean code norm per layer on held-out instances)
+    and finds it in the report.
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"name={name!r}: give the analysis a non-empty name")

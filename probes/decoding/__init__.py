@@ -6,6 +6,7 @@ The modules import one way, each only from those above it (and `probes.codes`, `
 - `extras`: the per-label results a decoding keeps beside its own (`TermDecodingResult`, `BitRegressionResult`).
 - `results`: what the decoders return (`DecodingResult`, `LayerDecoding`, ...); no fitting.
 - `estimators`: `RuleDecoder`, the probe as a scikit-learn estimator, and `code_space_directions`.
+- `floors`: the floors and the merged-class score, computed from the labels alone (no probe fitted).
 - `fit`: the probe (`make_probe`), the layer groups it reads, the plain decoders without controls; `ridge`: the
   bits decoder (`fit_bits`) on top of it.
 - `controls`: the input-only control and the control task, fitted with `fit`'s decoders on stand-in features.
