@@ -94,6 +94,7 @@ if TYPE_CHECKING:
     )
     from probes.report import (
         Report,
+        ReportSection,
         build_report,
     )
     from probes.run_analysis import (
@@ -192,6 +193,7 @@ _EXPORTS: dict[str, str] = {
     ), "probes.figures"),
     **dict.fromkeys((
         "Report",
+        "ReportSection",
         "build_report",
     ), "probes.report"),
     **dict.fromkeys((
@@ -235,6 +237,7 @@ __all__ = [
     "LayerSpread",
     "MergedScore",
     "Report",
+    "ReportSection",
     "RuleDecoder",
     "RuleSimilarity",
     "RunAnalysis",

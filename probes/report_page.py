@@ -1,6 +1,6 @@
 """The report's page, piece by piece: `Page` gathers the HTML body (headings, notes, warnings, preformatted text,
 plotly figures, tables), `STYLE` is its stylesheet, and `ReportSection` is a section a caller adds of its own
-(`build_report(sections=)`). HTML escaping happens here, once; what goes on the page is `probes.report`'s.
+(`build_report(sections=)`). What goes on the page, in which order, is `probes.report`'s.
 """
 
 from __future__ import annotations
