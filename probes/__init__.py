@@ -41,6 +41,11 @@ if TYPE_CHECKING:
         RuleDecoder,
         code_space_directions,
     )
+    from probes.decoding.extras import (
+        BitRegressionResult,
+        TermDecodingResult,
+        extras_from_dict,
+    )
     from probes.decoding.fit import make_probe
     from probes.decoding.headline import (
         Baseline,
@@ -48,12 +53,10 @@ if TYPE_CHECKING:
         Headline,
     )
     from probes.decoding.results import (
-        BitRegressionResult,
         Confusion,
         DecodingResult,
         LayerDecoding,
         MergedScore,
-        TermDecodingResult,
     )
     from probes.degenerate import (
         CONSTANT_RTOL,
@@ -91,6 +94,7 @@ if TYPE_CHECKING:
     )
     from probes.report import (
         Report,
+        ReportSection,
         build_report,
     )
     from probes.run_analysis import (
@@ -145,11 +149,14 @@ _EXPORTS: dict[str, str] = {
     ), "probes.decoding.headline"),
     **dict.fromkeys((
         "BitRegressionResult",
+        "TermDecodingResult",
+        "extras_from_dict",
+    ), "probes.decoding.extras"),
+    **dict.fromkeys((
         "Confusion",
         "DecodingResult",
         "LayerDecoding",
         "MergedScore",
-        "TermDecodingResult",
     ), "probes.decoding.results"),
     **dict.fromkeys((
         "CONSTANT_RTOL",
@@ -187,6 +194,7 @@ _EXPORTS: dict[str, str] = {
     ), "probes.figures"),
     **dict.fromkeys((
         "Report",
+        "ReportSection",
         "build_report",
     ), "probes.report"),
     **dict.fromkeys((
@@ -231,6 +239,7 @@ __all__ = [
     "LayerSpread",
     "MergedScore",
     "Report",
+    "ReportSection",
     "RuleDecoder",
     "RuleSimilarity",
     "RunAnalysis",
@@ -258,6 +267,7 @@ __all__ = [
     "embed_codes",
     "embedding_figure",
     "experiment_figure",
+    "extras_from_dict",
     "input_features",
     "input_similarity",
     "log_constant_warnings",

@@ -6,7 +6,9 @@ page works offline) and returns a
 `Report`. The summary puts the runs side by side: each run's reading, and every decoding score beside its floors,
 the input-only control and `codes − best` (`DecodingResult.headlines()`). Constant layers (`probes.degenerate`) are
 named in a warning box and the summary, and their figures say "constant codes". It reads only what it is given
-(`RunInput`); finding runs is the CLI's job.
+(`RunInput`, and the caller's own `ReportSection`s); finding runs is the CLI's job. The page and summary.json are
+written once each, from the results objects: nothing written is read back. The page's pieces are
+`probes.report_page`'s, and the section "Does the model use the code?" is `probes.report_causal`'s.
 """
 
 from __future__ import annotations
@@ -17,13 +19,15 @@ import logging
 import os
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from tqdm.auto import tqdm
 
 from probes.codes_io import atomic_write as _atomic_write
+from probes.codes_io import jsonable
+from probes.decoding.extras import TermDecodingResult
 from probes.decoding.headline import HEADLINE
 from probes.decoding.results import DecodingResult
 from probes.degenerate import CONSTANT_RTOL
@@ -40,11 +44,14 @@ from probes.figures import (
     training_curves_figure,
     variant_figure,
 )
+from probes.report_causal import CAUSAL_SECTION, alignment_table, causal_section, erasure_table
+from probes.report_page import STYLE, Page, ReportSection, SectionsArg, check_sections
 from probes.run_analysis import ANALYSIS_STEPS, RunAnalysis, RunInput, analyse_run, summary_rows
 from probes.tables import NA, UNDEFINED, format_score
 
 __all__ = ["CAUSAL_SECTION", "EMERGENCE_SECTION", "EXPLORER_SECTION", "REPORT_FILE", "SECTIONS", "SUMMARY_FILE", "Report",
-           "RunAnalysis", "RunInput", "alignment_table", "analyse_run", "build_report", "erasure_table"]
+           "ReportSection", "RunAnalysis", "RunInput", "alignment_table", "analyse_run", "build_report",
+           "erasure_table"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,57 +71,6 @@ a rule-emergence table, `EMERGENCE_SECTION` follows "Training curves"."""
 EMERGENCE_SECTION = "Rule codes over training"
 EXPLORER_SECTION = "Explorer"
 """Follows the embedding section when a run comes with an explorer (`RunInput.explorer_html`)."""
-CAUSAL_SECTION = "Does the model use the code?"
-"""Closes the page when a run comes with causal results (`RunInput.causal`)."""
-
-ALIGNMENT_HEADER = ["layer", "k", "IIA", "95% interval", "identity rotation", "random rotation",
-                    "same-rule source (floor)", "unpatched = counterfactual", "IIA, training rule sets", "n"]
-ERASURE_HEADER = ["layer", "erased rank", "accuracy clean", "accuracy LEACE", "accuracy random erasure",
-                  "decodability clean", "decodability LEACE", "decodability random erasure", "majority floor",
-                  "LEACE − floor"]
-
-
-def _cell(row: Mapping[str, Any], key: str, signed: bool = False) -> str:
-    value = row.get(key)
-    return format_score(float(value), signed=signed) if isinstance(value, int | float) else NA
-
-
-def alignment_table(result: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, list[str]]]]:
-    """The IIA table of an alignment search's plain result (what `alignment.json` holds: `rows` with `layer`, `k`,
-    `iia`, `iia_low`, `iia_high`, `identity`, `random`, `same_rule`, `clean_counterfactual`, `train_iia`, `n`):
-    (header, rows) as `_Page.table` takes them, each IIA beside its controls."""
-    rows = []
-    for row in result.get("rows", []):
-        interval = f"[{_cell(row, 'iia_low')}, {_cell(row, 'iia_high')}]"
-        rows.append((str(row.get("layer")), [str(row.get("k")), _cell(row, "iia"), interval, _cell(row, "identity"),
-                                              _cell(row, "random"), _cell(row, "same_rule"),
-                                              _cell(row, "clean_counterfactual"), _cell(row, "train_iia"),
-                                              str(row.get("n", NA))]))
-    return ALIGNMENT_HEADER, rows
-
-
-def erasure_table(result: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, list[str]]]]:
-    """The erasure table of an erasure experiment's plain result (what `erasure.json` holds: `rows` with `layer`,
-    `rank`, `acc_clean`, `acc_leace`, `acc_random`, `decode_clean`, `decode_leace`, `decode_random`,
-    `decode_floor`): (header, rows), the accuracy after LEACE beside random erasure and the decodability after it
-    beside the floor."""
-    rows = []
-    for row in result.get("rows", []):
-        gap = (float(row["decode_leace"]) - float(row["decode_floor"])
-               if isinstance(row.get("decode_leace"), int | float) and isinstance(row.get("decode_floor"), int | float)
-               else None)
-        rows.append((str(row.get("layer")), [str(row.get("rank", NA)), _cell(row, "acc_clean"),
-                                              _cell(row, "acc_leace"), _cell(row, "acc_random"),
-                                              _cell(row, "decode_clean"), _cell(row, "decode_leace"),
-                                              _cell(row, "decode_random"), _cell(row, "decode_floor"),
-                                              format_score(gap, signed=True)]))
-    return ERASURE_HEADER, rows
-
-
-def _settings(result: Mapping[str, Any], keys: Sequence[str]) -> str:
-    params = result.get("params") or {}
-    return ", ".join(f"{key} {params[key]}" for key in keys if key in params)
-
 
 @dataclass(frozen=True)
 class Report:
@@ -123,9 +79,11 @@ class Report:
     Attributes:
         path: report.html.
         summary_path: summary.json beside it.
-        summary: what summary.json holds: `{"title": ..., "runs": {name: RunAnalysis.to_dict()}}`.
+        summary: what summary.json holds: `{"title": ..., "runs": {name: RunAnalysis.to_dict()}}`, and each
+            caller's section's `key` -> its `summary`.
         analyses: run name -> the `RunAnalysis` behind the page (with the fitted results, not only their JSON).
         n_figures: figures on the page.
+        sections: the caller's sections on the page (`build_report(sections=)`).
 
     A `Report` is also an `os.PathLike` of report.html (`open(report)`, `Path(report)`). Before 0.2 `build_report`
     returned that path itself; its `Path` methods (`report.read_text()`, ...) still work here, with a
@@ -137,6 +95,7 @@ class Report:
     summary: dict[str, Any]
     analyses: dict[str, RunAnalysis]
     n_figures: int
+    sections: tuple[ReportSection, ...] = field(default=())
 
     def __fspath__(self) -> str:
         return os.fspath(self.path)
@@ -147,65 +106,6 @@ class Report:
         warnings.warn(f"build_report() returns a Report since 0.2; use report.path.{name} (report.html)",
                       DeprecationWarning, stacklevel=2)
         return getattr(self.path, name)
-
-
-class _Page:
-    """Accumulates the HTML body; plotly figures share the one plotly.js script in the head."""
-
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-        self.n_figures = 0
-
-    def add(self, text: str) -> None:
-        self.parts.append(text)
-
-    def heading(self, title: str, level: int = 2) -> None:
-        anchor = title.lower().replace(" ", "-")
-        self.add(f'<h{level} id="{html.escape(anchor)}">{html.escape(title)}</h{level}>')
-
-    def note(self, text: str) -> None:
-        self.add(f'<p class="note">{html.escape(text)}</p>')
-
-    def warning(self, title: str, items: list[str]) -> None:
-        entries = "".join(f"<li>{html.escape(item)}</li>" for item in items)
-        head = f"<strong>{html.escape(title)}</strong>"
-        self.add(f'<div class="warning" role="alert">{head}<ul>{entries}</ul></div>')
-
-    def pre(self, text: str) -> None:
-        self.add(f"<pre>{html.escape(text)}</pre>")
-
-    def figure(self, display: Any) -> None:
-        self.n_figures += 1
-        div = display.plotly().to_html(
-            full_html=False, include_plotlyjs=False, div_id=f"figure-{self.n_figures}"
-        )
-        self.add(f'<div class="figure">{div}</div>')
-
-    def table(self, header: list[str], rows: list[tuple[str, list[str]]]) -> None:
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-        body = "".join(
-            "<tr><th>"
-            + html.escape(name)
-            + "</th>"
-            + "".join(f"<td>{html.escape(v)}</td>" for v in values)
-            + "</tr>"
-            for name, values in rows
-        )
-        self.add(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
-
-
-_STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1400px; padding: 0 1em; color: #222; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }
-tbody th { text-align: left; font-weight: normal; }
-pre { background: #f6f6f6; padding: 0.8em; font-size: 0.85em; white-space: pre-wrap; overflow-wrap: anywhere; }
-.note { color: #666; font-style: italic; }
-.caveat { border-left: 4px solid #5b8def; padding: 0.2em 0.8em; }
-.warning { background: #fff4d6; border-left: 4px solid #e0a800; padding: 0.5em 1em; margin: 1em 0; }
-.warning ul { margin: 0.3em 0 0 0; padding-left: 1.2em; }
-nav a { margin-right: 1em; }
-"""
 
 
 def _constant_title(spreads: Mapping[str, Any]) -> str:
@@ -256,7 +156,7 @@ def ood_caveat(result: DecodingResult) -> str:
             f"its own split's floors ({HEADLINE}), not against the other split.")
 
 
-def _no_codes(page: _Page, analysis: RunAnalysis, what: str) -> bool:
+def _no_codes(page: Page, analysis: RunAnalysis, what: str) -> bool:
     run = analysis.run
     if run.codes is None:
         page.note(f"{run.name}: no latent codes; run `latentcode extract RUN` to make them.")
@@ -278,6 +178,7 @@ def build_report(
     progress: bool | None = None,
     rtol: float = CONSTANT_RTOL,
     include_plotlyjs: Literal["directory", True] = "directory",
+    sections: SectionsArg = (),
 ) -> Report:
     """Analyse every run and write `out_dir/report.html` (and `plotly.min.js` beside it) and `out_dir/summary.json`.
 
@@ -294,12 +195,15 @@ def build_report(
         include_plotlyjs: "directory" (default): the page loads `plotly.min.js` from its own folder, written
             there once (4.6 MB; kept if already there), so the page itself stays small; True: plotly.js inside
             report.html, one self-contained file. Either works offline.
+        sections: the caller's own sections (`ReportSection`), or a function of the analyses (run name ->
+            `RunAnalysis`) returning them, called once the runs are analysed and before anything is written.
 
     Returns:
         The `Report`: `path` (report.html), `summary` (what summary.json holds), the analyses and the figure count.
 
     Raises:
-        ValueError: no runs, two runs with the same name, or an unknown `include_plotlyjs`.
+        ValueError: no runs, two runs with the same name, an unknown `include_plotlyjs`, or two sections with
+            one title or summary key.
     """
     if include_plotlyjs not in ("directory", True):
         raise ValueError(f"include_plotlyjs={include_plotlyjs!r}; pass 'directory' (plotly.min.js beside "
@@ -311,6 +215,8 @@ def build_report(
         runs = {r.name: r for r in runs}
     if not runs:
         raise ValueError("runs is empty; pass at least one RunInput")
+    own: tuple[ReportSection, ...] = () if callable(sections) else tuple(sections)
+    check_sections(own)  # given sections are checked before any work; a function's once it has run
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     steps = ANALYSIS_STEPS
@@ -329,24 +235,35 @@ def build_report(
 
             analyses[name] = analyse_run(run, embed_method=embed_method, max_points=max_points,
                                          random_state=random_state, progress=False, rtol=rtol, on_step=step)
-    page = _Page()
+    own = tuple(sections(analyses)) if callable(sections) else own
+    check_sections(own)
+    top, end = [s for s in own if s.place == "top"], [s for s in own if s.place == "end"]
+    page = Page()
     shown = {s: s if s != "UMAP" else embed_method.upper() for s in SECTIONS}  # the title each section shows
-    sections = list(shown.values())
+    nav = list(shown.values())
     with_emergence = {name: run.emergence for name, run in runs.items() if run.emergence}
     if with_emergence:
-        sections.insert(sections.index("Training curves") + 1, EMERGENCE_SECTION)
+        nav.insert(nav.index("Training curves") + 1, EMERGENCE_SECTION)
     with_explorer = {name: run.explorer_html for name, run in runs.items() if run.explorer_html}
     if with_explorer:
-        sections.insert(sections.index(shown["UMAP"]) + 1, EXPLORER_SECTION)
+        nav.insert(nav.index(shown["UMAP"]) + 1, EXPLORER_SECTION)
+    by_title: dict[str, dict[str, Any]] = {}  # the runs' further analyses: section title -> run name -> result
+    for name, run in runs.items():
+        for analysis_title, result in run.analyses.items():
+            by_title.setdefault(analysis_title, {})[name] = result
+    nav += list(by_title)
     with_causal = {name: run.causal for name, run in runs.items() if run.causal}
     if with_causal:
-        sections.append(CAUSAL_SECTION)
+        nav.append(CAUSAL_SECTION)
+    nav = [s.title for s in top] + nav + [s.title for s in end]
     page.add(f"<h1>{html.escape(title)}</h1>")
     page.add(
         "<nav>"
-        + "".join(f'<a href="#{s.lower().replace(" ", "-")}">{html.escape(s)}</a>' for s in sections)
+        + "".join(f'<a href="#{s.lower().replace(" ", "-")}">{html.escape(s)}</a>' for s in nav)
         + "</nav>"
     )
+    for section in top:
+        page.section(section)
     flat = {name: a.spread for name, a in analyses.items() if a.constant_layers}
     if flat:
         page.warning(_constant_title(flat), [f"{name}: {_constant_layers(spread)}" for name, spread in flat.items()])
@@ -391,7 +308,8 @@ def build_report(
             page.pre(figure.table())
 
     page.heading(shown["Decoding per layer"])
-    with_terms = any(a.decoding is not None and a.decoding.terms is not None for a in analyses.values())
+    with_terms = any(isinstance(extra, TermDecodingResult)
+                     for a in analyses.values() if a.decoding is not None for extra in a.decoding.extras.values())
     page.note(_decoding_caption(with_terms))
     groups: dict[tuple, dict[str, DecodingResult]] = {}
     for name, a in analyses.items():
@@ -410,9 +328,9 @@ def build_report(
             if result.kind == "multiclass":  # where the errors go: the ceiling of the score above
                 page.figure(confusion_figure(result))
             page.pre(result.table())
-            if result.terms is not None and result.terms.f1:
-                split = "ood" if "ood" in result.terms.f1 else next(iter(result.terms.f1))
-                page.figure(term_f1_figure(result.terms, split=split))
+            for per_class in result.extras.values():
+                if isinstance(per_class, TermDecodingResult) and per_class.f1:
+                    page.figure(term_f1_figure(per_class))
 
     page.heading(shown["Clustering"])
     page.note(
@@ -477,35 +395,17 @@ def build_report(
             except ValueError as err:
                 page.note(str(err))
 
-    if with_causal:
-        page.heading(CAUSAL_SECTION)
-        page.note(
-            "The rule can be read from the codes; does the model use it? Alignment search (`latentcode causal "
-            "align`): a rotation of each layer's code, trained on the training rule sets, swaps its first k "
-            "coordinates from a source instance; IIA = how often the answer on held-out rule sets becomes the "
-            "counterfactual one (the source's rule applied to the base's panels), with its 95% Wilson interval, "
-            "beside the identity rotation (a plain transplant of k heads' codes), a random rotation, a source with "
-            "the base's own rules (the floor), how often the unpatched answer already is the counterfactual one and "
-            "the IIA on the training rule sets. Erasure (`latentcode causal erase`): the rule removed from one "
-            "layer's codes with LEACE; the model's held-out accuracy before and after, beside erasing a random "
-            "subspace of the same rank, and the rule's decodability after erasure beside the majority floor. An "
-            "erasure that leaves decodability above the floor failed, and the accuracy after it means nothing."
-        )
-        for name, causal in with_causal.items():
+    for analysis_title, results in by_title.items():
+        page.heading(analysis_title)
+        for name, result in results.items():
             page.add(f"<h4>{html.escape(name)}</h4>")
-            if causal.get("source"):
-                page.note(f"read from {causal['source']}")
-            alignment, erasure = causal.get("alignment"), causal.get("erasure")
-            if alignment:
-                page.add(f"<p>Alignment search ({html.escape(_settings(alignment, ('n_samples', 'n_train', 'steps', 'seed')))})</p>")
-                page.table(*alignment_table(alignment))
-            else:
-                page.note(f"{name}: no alignment search; run `latentcode causal align`.")
-            if erasure:
-                page.add(f"<p>LEACE erasure ({html.escape(_settings(erasure, ('n_samples', 'n_fit', 'seed')))})</p>")
-                page.table(*erasure_table(erasure))
-            else:
-                page.note(f"{name}: no erasure; run `latentcode causal erase`.")
+            page.pre(result.table())
+
+    if with_causal:
+        causal_section(page, with_causal)
+
+    for section in end:
+        page.section(section)
 
     from plotly.offline import get_plotlyjs
 
@@ -518,17 +418,18 @@ def build_report(
         script = f'<script type="text/javascript">{get_plotlyjs()}</script>'
     document = (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f"<title>{html.escape(title)}</title>\n<style>{_STYLE}</style>\n"
+        f"<title>{html.escape(title)}</title>\n<style>{STYLE}</style>\n"
         f"{script}\n</head>\n<body>\n"
         + "\n".join(page.parts)
         + "\n</body>\n</html>\n"
     )
     report_path = out_dir / REPORT_FILE
     _atomic_write(report_path, lambda f: f.write(document.encode("utf-8")))
-    summary = {"title": title, "runs": {name: a.to_dict() for name, a in analyses.items()}}
+    summary = jsonable({"title": title, "runs": {name: a.to_dict() for name, a in analyses.items()},
+                        **{s.key: s.summary for s in own if s.key is not None}})
     text = json.dumps(summary, indent=2, allow_nan=False) + "\n"
     summary_path = out_dir / SUMMARY_FILE
     _atomic_write(summary_path, lambda f: f.write(text.encode("utf-8")))
     logger.info("wrote %s (%d figures) and %s", report_path, page.n_figures, SUMMARY_FILE)
-    return Report(path=report_path, summary_path=summary_path, summary=json.loads(text), analyses=analyses,
-                  n_figures=page.n_figures)
+    return Report(path=report_path, summary_path=summary_path, summary=summary, analyses=analyses,
+                  n_figures=page.n_figures, sections=own)

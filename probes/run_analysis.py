@@ -49,6 +49,9 @@ class RunInput:
         causal: plain causal results of the run: `{"alignment": {...}, "erasure": {...}, "source": "..."}`, each
             result as its `alignment.json` / `erasure.json` holds it (`rows`, `params`); the report shows them in
             its section "Does the model use the code?".
+        analyses: further results of this run computed by the caller, by section title (latentcode's registered
+            analyses, `latentcode.pipelines.run_analyses`): each has `table()`, shown in a report section of that
+            title, and `to_dict()`, kept in summary.json under the run's `analyses`.
     """
 
     name: str
@@ -60,6 +63,7 @@ class RunInput:
     merge: tuple[tuple[Any, ...], ...] | None = None
     explorer_html: str | None = None
     causal: Mapping[str, Any] | None = None
+    analyses: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -115,6 +119,8 @@ class RunAnalysis:
         out["errors"] = self.errors
         if run.causal:
             out["causal"] = dict(run.causal)
+        if run.analyses:
+            out["analyses"] = {title: result.to_dict() for title, result in run.analyses.items()}
         return jsonable(out)
 
 
@@ -276,7 +282,8 @@ def summary_rows(analyses: Mapping[str, RunAnalysis]) -> list[tuple[str, list[st
             for layer, where in (("last", "last layer"), ("all", "all layers")):
                 rows.append(headline_row(f"{HEADLINE} ({title}), {split}, {where}", metric, split,
                                          lambda h, layer=layer: _at(h, layer, h.over_best), layer))
-    rows.append(row("ridge R² of latent bits, ood, all layers", lambda a: a.decoding.bits.mean("ood")[-1]))
+    rows.append(row("ridge R² of latent bits, ood, all layers",
+                    lambda a: a.decoding.headlines()["bit_r2"]["ood"].codes[-1]))
     rows.append(row("k-means AMI, all layers", lambda a: CONSTANT_CELL if "all" in a.constant_layers
                     else a.clustering.scores("ami")[-1]))
     rows.append(row("input-only control (k-means AMI)", lambda a: a.input_only["ami"]))

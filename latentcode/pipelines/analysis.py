@@ -226,6 +226,7 @@ def figures_run(
         ConstantCodesWarning: some layers' codes barely vary across instances (once, before any figure; the
             figures of those layers say "constant codes").
     """
+    from probes.decoding.extras import TermDecodingResult
     from probes.embed import embed_codes
     from probes.figures import (
         PLOTLY_JS,
@@ -267,9 +268,9 @@ def figures_run(
         }
         if decoding.kind == "multiclass":
             figures["confusion"] = confusion_figure(decoding)
-        if decoding.terms is not None:
-            split = "ood" if "ood" in decoding.terms.f1 else next(iter(decoding.terms.f1))
-            figures["term_f1"] = term_f1_figure(decoding.terms, split=split)
+        per_class = [e for e in decoding.extras.values() if isinstance(e, TermDecodingResult)]
+        if per_class:
+            figures["term_f1"] = term_f1_figure(per_class[0])
     for note in notes:
         logger.warning("figures: %s", note)
     if run.metrics:

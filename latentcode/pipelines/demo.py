@@ -22,10 +22,10 @@ from typing import Any
 from latentcode.pipelines.demo_table import (
     DemoResult,
     SeedTable,
-    add_seed_section,
     dead_layer_notes,
     row_scores,
     seed_row,
+    seed_section,
     skipped_note,
 )
 from probes.degenerate import check_constant_codes
@@ -353,10 +353,6 @@ def _demo(out: str | os.PathLike, train: bool, variants: Sequence[str], task: st
     # each run is named by its variant, and a seed other than the one its short name holds by `-s<seed>`
     names = [variant if train or run.path.name == f"{task}-{variant}" else f"{variant}-s{run.seed}"
              for variant, run in pairs]
-    report, notes = report_with_notes(runs, out, positions="paper", inputs=inputs, embed_method=embed_method,
-                                      device=device, progress=progress, n_samples=n_samples, seed=seed, names=names,
-                                      explorer=False,
-                                      title=f"latentcode demo: {', '.join(variants)} on {task}, {source}")
     extra_decodings = {}
     for run in runs:
         for where in extra:
@@ -364,23 +360,33 @@ def _demo(out: str | os.PathLike, train: bool, variants: Sequence[str], task: st
                                  n_samples=n_samples, seed=seed, save=not run.shipped)
             check_constant_codes(codes, what=str(run.name or run.path))
             extra_decodings[run.path, where] = decode_rules(codes, progress=progress)
-    summary = report.summary["runs"]
-    rows = []
-    decodings = []
-    for (variant, run), name in zip(pairs, names, strict=True):
-        decoding = summary[name].get("decoding")
-        decodings.append(decoding)
-        row = {**seed_row(run, decoding, variant=variant), "run": run.path, "n_per_split": n_samples}
-        for where in extra:
-            scores = row_scores(extra_decodings[run.path, where].to_dict())
-            row[f"decode_ood_last_{where}"] = scores.get("decode_ood_last")
-            row[f"codes_minus_control_{where}"] = scores.get("codes_minus_control")
-        rows.append(row)
-        notes += [note for note in (decoding or {}).get("notes") or [] if note not in notes]
+    built: dict[str, Any] = {}
+
+    def seed_sections(analyses: dict[str, Any]) -> list[Any]:
+        """The table over seeds, from the report's own analyses (their typed decodings), as its first section."""
+        rows, decodings = [], []
+        for (variant, run), name in zip(pairs, names, strict=True):
+            decoding = analyses[name].decoding
+            decodings.append(decoding)
+            row = {**seed_row(run, decoding, variant=variant), "run": run.path, "n_per_split": n_samples}
+            for where in extra:
+                scores = row_scores(extra_decodings[run.path, where])
+                row[f"decode_ood_last_{where}"] = scores.get("decode_ood_last")
+                row[f"codes_minus_control_{where}"] = scores.get("codes_minus_control")
+            rows.append(row)
+        reading = next((a.run.codes.reading for a in analyses.values() if a.run.codes is not None), None)
+        built.update(table=SeedTable(rows, metric=metric, reading=reading), decodings=decodings)
+        return [seed_section(built["table"])]
+
+    report, notes = report_with_notes(runs, out, positions="paper", inputs=inputs, embed_method=embed_method,
+                                      device=device, progress=progress, n_samples=n_samples, seed=seed, names=names,
+                                      explorer=False, sections=seed_sections,
+                                      title=f"latentcode demo: {', '.join(variants)} on {task}, {source}")
+    table, decodings = built["table"], built["decodings"]
+    rows, reading = table.rows, table.reading
+    for decoding in decodings:
+        notes += [note for note in (decoding.notes if decoding is not None else ()) if note not in notes]
     skipped = skipped_note(decodings)
-    reading = next((r["meta"].get("reading") for r in summary.values() if r.get("meta")), None)
-    table = SeedTable(rows, metric=metric, reading=reading)
-    add_seed_section(report, table)
     timings["report"] = time.perf_counter() - tick
     result = DemoResult(rows=rows, report=report.path, seconds=time.perf_counter() - start, metric=metric,
                         positions="paper", timings=timings, reading=reading,

@@ -7,7 +7,6 @@ Plain data in, text and JSON out; running the pipeline (copying checkpoints, tra
 
 from __future__ import annotations
 
-import html
 import math
 import statistics
 from collections.abc import Sequence
@@ -16,13 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probes.codes_io import jsonable
-from probes.decoding.headline import HEADLINE
+from probes.decoding.headline import HEADLINE, Headline
 from probes.tables import NA
 from probes.tables import align_columns as _aligned
 from probes.tables import format_score as _fmt
 
 if TYPE_CHECKING:
-    from probes.report import Report
+    from probes.decoding.results import DecodingResult
+    from probes.report import ReportSection
 
 __all__ = [
     "LIVE_TITLE",
@@ -30,12 +30,12 @@ __all__ = [
     "SUMMARY_TITLE",
     "DemoResult",
     "SeedTable",
-    "add_seed_section",
     "dead_layer_notes",
     "table_legend",
     "row_scores",
     "run_live_fraction",
     "seed_row",
+    "seed_section",
     "skipped_note",
 ]
 
@@ -242,30 +242,32 @@ class DemoResult:
 
 
 def _number(value: Any) -> float:
-    """A score read back from JSON, where null stands for NaN (undefined)."""
+    """A score that may be missing (None) as a float: NaN for undefined."""
     return float("nan") if value is None else float(value)
 
 
-def _last_layer(headline: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The last single layer's entry of a `Headline.to_dict()` (layers are (0, ..., last, "all"))."""
-    if not headline:
+def _last_layer(headline: Headline | None) -> dict[str, Any] | None:
+    """The last single layer's score, floors, control and headline of a `Headline` (layers are (0, ..., last,
+    "all"))."""
+    if headline is None:
         return None
-    layers = headline["layers"]
+    layers = headline.layers
     index = max(i for i, name in enumerate(layers) if name != "all") if any(n != "all" for n in layers) else -1
-    return {"codes": _number(headline["codes"][index]), "floors": headline["floors"],
-            "control": headline.get("control"), "over_best": _number(headline["codes_minus_best"][index])}
+    return {"codes": float(headline.codes[index]), "floors": headline.floors,
+            "control": None if headline.control is None else float(headline.control),
+            "over_best": float(headline.over_best[index])}
 
 
-def row_scores(decoding: dict[str, Any] | None, split: str = "ood") -> dict[str, Any]:
-    """The demo's columns from one run's decoding (`DecodingResult.to_dict()`), at the last single layer."""
-    headline = (decoding or {}).get("headline") or {}
+def row_scores(decoding: DecodingResult | None, split: str = "ood") -> dict[str, Any]:
+    """The demo's columns from one run's decoding (its `headlines()`), at the last single layer."""
+    headline = decoding.headlines() if decoding is not None else {}
     row: dict[str, Any] = {}
-    accuracy = _last_layer((headline.get("accuracy") or {}).get(split))
+    accuracy = _last_layer(headline.get("accuracy", {}).get(split))
     if accuracy is not None:
         row.update(decode_ood_last=accuracy["codes"], chance=_number(accuracy["floors"].get("chance")),
                    majority_ood=_number(accuracy["floors"].get("majority")), input_only_ood=accuracy["control"],
                    codes_minus_control=accuracy["over_best"])
-    terms = _last_layer((headline.get("term_f1") or {}).get(split))
+    terms = _last_layer(headline.get("term_f1", {}).get(split))
     if terms is not None:
         control = terms["control"]
         row.update(term_f1_ood_last=terms["codes"],
@@ -275,14 +277,13 @@ def row_scores(decoding: dict[str, Any] | None, split: str = "ood") -> dict[str,
     return row
 
 
-def skipped_note(decodings: Sequence[dict[str, Any] | None]) -> str | None:
+def skipped_note(decodings: Sequence[DecodingResult | None]) -> str | None:
     """One line for the classes without a probe, over every run (they are the same when the runs share a task)."""
     skipped: dict[str, str] = {}
     for decoding in decodings:
-        terms = (decoding or {}).get("terms") or {}
-        names = terms.get("class_names") or []
-        for c, why in (terms.get("skipped") or {}).items():
-            skipped.setdefault(names[int(c)] if int(c) < len(names) else str(c), why)
+        for extra in (decoding.extras.values() if decoding is not None else ()):
+            for c, why in getattr(extra, "skipped", {}).items():
+                skipped.setdefault(extra.class_names[c] if c < len(extra.class_names) else str(c), why)
     if not skipped:
         return None
     reasons = sorted(set(skipped.values()))
@@ -290,13 +291,13 @@ def skipped_note(decodings: Sequence[dict[str, Any] | None]) -> str | None:
             "and left out of the means")
 
 
-def seed_row(run: Any, decoding: Any = None, *, variant: str | None = None) -> dict[str, Any]:
+def seed_row(run: Any, decoding: DecodingResult | None = None, *, variant: str | None = None) -> dict[str, Any]:
     """One row of a `SeedTable`: a run's task metric, live fraction and last-layer OOD decoding.
 
     Args:
         run: a `latentcode.Run` (`load_pretrained(name, seed=k)`, `load_run(path)`).
-        decoding: the decoding of the run's codes (`decode_rules(codes)`, a `DecodingResult` or its `to_dict()`),
-            or None for a row without decoding columns.
+        decoding: the decoding of the run's codes (`decode_rules(codes)`), or None for a row without decoding
+            columns.
         variant: the row's variant (default: the run's `config.model.variant`).
 
     Returns:
@@ -304,10 +305,9 @@ def seed_row(run: Any, decoding: Any = None, *, variant: str | None = None) -> d
         evaluation), `live_fraction` (`run_live_fraction`) and the decoding columns `DemoResult.rows` documents.
     """
     metric = run.task.metric_name
-    decoded = decoding if decoding is None or isinstance(decoding, dict) else decoding.to_dict()
     test, ood = run.eval_metrics("test") or {}, run.eval_metrics("ood") or {}
     return {"variant": variant or run.config.model.variant, "seed": run.config.train.seed,
-            "test": test.get(metric), "ood": ood.get(metric), **row_scores(decoded),
+            "test": test.get(metric), "ood": ood.get(metric), **row_scores(decoding),
             "live_fraction": run_live_fraction(run)}
 
 
@@ -352,20 +352,13 @@ def table_legend(rows: Sequence[dict[str, Any]]) -> str:
             "input-only = the same probe on the raw tokens; codes − best = accuracy minus the best of the three")
 
 
-def add_seed_section(report: Report, table: SeedTable) -> None:
-    """Put the per-seed table, its legend and its means at the top of report.html and under `seeds` in
-    summary.json."""
-    from latentcode.rundir.directory import atomic_write_bytes, atomic_write_json
+def seed_section(table: SeedTable) -> ReportSection:
+    """The per-seed table, its legend and its means as the report's first section ("Every seed"), with the table's
+    `to_dict()` under `seeds` in summary.json (`probes.report.build_report(sections=)`)."""
+    from probes.report import ReportSection
 
-    page = report.path.read_text()
-    section = (f'<h2 id="every-seed">Every seed</h2><pre>{html.escape(table.table())}</pre>'
-               f'<p class="note">{html.escape(table_legend(table.rows))}</p>'
-               f'<p class="note">{html.escape(SEED_LEGEND)}</p>')
-    anchor = page.find("</nav>")
-    at = anchor + len("</nav>") if anchor >= 0 else page.find("</body>")
-    page = page[:at] + section + page[at:] if at >= 0 else page + section
-    atomic_write_bytes(report.path, page.encode("utf-8"))
-    atomic_write_json(report.summary_path, {**report.summary, "seeds": table.to_dict()})
+    return ReportSection("Every seed", text=table.table(), notes=(table_legend(table.rows), SEED_LEGEND),
+                         key="seeds", summary=table.to_dict(), place="top")
 
 
 SEED_LEGEND = (

@@ -13,10 +13,11 @@ from typing import Any
 
 from latentcode.pipelines.analysis import collect_probe_warnings
 from latentcode.pipelines.opened_run import OpenRun, check_reading, open_run
+from latentcode.pipelines.run_analyses import run_analyses
 from latentcode.pipelines.run_codes import check_out_dir, codes_for, find_codes
 from latentcode.rundir.pretrained import check_writable
 from latentcode.training.diagnostics import LIVE_KEY, format_live_fraction, run_value_live_fraction
-from probes.report import Report, RunInput, build_report
+from probes.report import Report, RunInput, SectionsArg, build_report
 
 __all__ = ["CAUSAL_DIR", "EVALUATED_STEP", "EXPLORER_CODES", "LIVE_SUMMARY", "find_causal", "report_runs", "run_summary"]
 
@@ -182,10 +183,11 @@ def report_with_notes(
     names: Sequence[str] | None = None,
     explorer: bool = True,
     causal_dir: str | os.PathLike | None = None,
+    sections: SectionsArg = (),
 ) -> tuple[Report, list[str]]:
     """`report_runs`, returning the whole `Report` (its `summary` is what summary.json holds) and the warnings it
     collected, as summary lines, instead of logging them. `names`: how the report names each run (default:
-    `run_names`)."""
+    `run_names`); `sections`: the caller's own sections (`probes.report.build_report(sections=)`)."""
     if not run_dirs:
         raise ValueError("no runs given; pass one or more run directories")
     runs = [r if isinstance(r, OpenRun) else open_run(r, device=device) for r in run_dirs]
@@ -229,12 +231,16 @@ def report_with_notes(
                 fragment = run_explorer(run, method=embed_method, seed=seed)
             except ValueError as err:  # e.g. a task without a renderer: the report goes on without the explorer
                 skipped.append(f"{name}: no explorer: {err}")
+        analysed, failed = run_analyses(run, codes)  # the registered analyses (`run_analyses.register_analysis`)
+        skipped += [f"{name}: {note}" for note in failed]
         run_inputs.append(RunInput(name=name, codes=codes, metrics=run.metrics, summary=summary,
                                    variant=run.config.model.variant, emergence=_emergence_rows(run), merge=merge,
-                                   explorer_html=fragment, causal=find_causal(run.path.name, causal_dir)))
+                                   explorer_html=fragment, causal=find_causal(run.path.name, causal_dir),
+                                   analyses=analysed))
     if title is None:
         shown = sorted({run.codes.reading or "reading not recorded" for run in run_inputs})
         title = f"latentcode report: {', '.join(run.name for run in run_inputs)} (codes read at {'; '.join(shown)})"
     with collect_probe_warnings() as notes:
-        report = build_report(run_inputs, out, title=title, embed_method=embed_method, progress=progress)
+        report = build_report(run_inputs, out, title=title, embed_method=embed_method, progress=progress,
+                              sections=sections)
     return report, skipped + notes

@@ -178,6 +178,7 @@ def run_controls(
     features = input_features(codes)
     inputs_only = fit_rules(_stand_in(codes, features, codes.labels), label=name, layers="all", **probe)
     splits = inputs_only.splits
+    per_class = inputs_only.extras.get(inputs_only.label)  # a set label's per-class probes
     if codes.control["inputs"] == "positions":
         query, key = (codes.meta.get(k) for k in ("query", "key"))
         described = f"raw tokens at the codes' query {query} and key {key} positions"
@@ -207,7 +208,7 @@ def run_controls(
         control_task=control_task,
         n_input_types=n_types,
         note=note,
-        input_only_f1=None if inputs_only.terms is None else {s: float(inputs_only.terms.mean_f1(s)[0]) for s in splits},
+        input_only_f1=None if per_class is None else {s: float(per_class.mean_f1(s)[0]) for s in splits},
     )
 
 

@@ -4,7 +4,7 @@
 class, best constant, spec §8.5) and the input-only control (`controls.py`). `decode_terms` (per-term logistic F1,
 floor: always answering "present") and `ridge_bits` (the reference code's ridge R² per latent bit, with folds
 grouped by composition; floor: the train mean) are the extras for codes with set and bit labels (fuzzy logic),
-found through the codes' `label_kinds` metadata. Each is a plain decoder of `fit.py` plus
+found through the codes' `label_kinds` metadata and kept in `DecodingResult.extras` under the label's name. Each is a plain decoder of `fit.py` plus
 its controls; the probes are scikit-learn pipelines (`make_probe`) and nothing imports torch.
 """
 
@@ -17,6 +17,7 @@ from typing import Any
 
 from probes.codes import LatentCodes
 from probes.decoding.controls import input_only_r2, input_only_term_f1, run_controls
+from probes.decoding.extras import BitRegressionResult, TermDecodingResult
 from probes.decoding.fit import (
     LayerChoice,
     _counting_convergence,
@@ -24,7 +25,7 @@ from probes.decoding.fit import (
     fit_rules,
     fit_terms,
 )
-from probes.decoding.results import BitRegressionResult, DecodingResult, TermDecodingResult
+from probes.decoding.results import DecodingResult
 from probes.decoding.ridge import fit_bits
 from probes.degenerate import CONSTANT_RTOL
 
@@ -44,7 +45,7 @@ def decode_rules(
     C: float = 1.0,
     max_iter: int = 1000,
     random_state: int | None = 0,
-    fuzzy_extras: bool = True,
+    extras: bool = True,
     controls: bool = True,
     progress: bool | None = None,
     rtol: float = CONSTANT_RTOL,
@@ -68,8 +69,10 @@ def decode_rules(
         C: inverse regularization strength of the logistic probes.
         max_iter: solver iterations.
         random_state: probe seed.
-        fuzzy_extras: also run `decode_terms` on the codes' set label and `ridge_bits` on their bits label, where
-            their metadata has them (`LatentCodes.labels_of_kind`: fuzzy logic's `terms` and `term_bits`).
+        extras: also run `decode_terms` on the codes' first set label and `ridge_bits` on their first bits label,
+            where their metadata has them (`LatentCodes.labels_of_kind`: fuzzy logic's `terms` and `term_bits`),
+            kept in `DecodingResult.extras` under each label's name. A set label decoded here gets its per-class
+            probes either way.
         controls: when the codes carry `inputs`, also fit the controls (`probes.decoding.controls.run_controls`).
         progress: show a progress bar (None: only on a terminal).
         rtol: a layer whose codes vary by at most this fraction of their RMS is constant
@@ -91,14 +94,14 @@ def decode_rules(
     result = fit_rules(codes, label, layers, splits=splits, progress=progress, rtol=rtol, merge=merge,
                        **probe_params)
     splits = result.splits
-    terms, bits = result.terms, None
+    found = dict(result.extras)
     set_labels, bit_labels = codes.labels_of_kind("class_set"), codes.labels_of_kind("bits")
-    if fuzzy_extras:
-        if terms is None and set_labels:
-            terms = decode_terms(codes, set_labels[0], layers, splits=splits, progress=progress, controls=controls,
-                                 rtol=rtol, **probe_params)
+    if extras:
+        if set_labels and not any(isinstance(e, TermDecodingResult) for e in found.values()):
+            found[set_labels[0]] = decode_terms(codes, set_labels[0], layers, splits=splits, progress=progress,
+                                                controls=controls, rtol=rtol, **probe_params)
         if bit_labels:
-            bits = ridge_bits(codes, bit_labels[0], layers=layers, splits=splits, controls=controls)
+            found[bit_labels[0]] = ridge_bits(codes, bit_labels[0], layers=layers, splits=splits, controls=controls)
     control_result = (
         run_controls(codes, result.label, layers, progress=progress, rtol=rtol, **probe_params)
         if controls and codes.inputs is not None
@@ -109,9 +112,10 @@ def decode_rules(
             "no controls: these codes carry no raw inputs (LatentCodes.inputs); re-extract them with "
             "`latentcode extract RUN` to get the input-only control beside the decoding"
         )
-    if terms is not None and terms.input_only_f1 is None and control_result is not None:
-        terms = replace(terms, input_only_f1=control_result.input_only_f1)
-    return replace(result, terms=terms, bits=bits, controls=control_result)
+    own = found.get(result.label)
+    if isinstance(own, TermDecodingResult) and own.input_only_f1 is None and control_result is not None:
+        found[result.label] = replace(own, input_only_f1=control_result.input_only_f1)
+    return replace(result, extras=found, controls=control_result)
 
 
 @_single_threaded

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextvars
 import functools
 import logging
-import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -29,8 +28,15 @@ from tqdm.auto import tqdm
 
 from probes.codes import LatentCodes, LayerChoice
 from probes.decoding.estimators import RuleDecoder
-from probes.decoding.headline import Baseline
-from probes.decoding.results import DecodingResult, LayerDecoding, MergedScore, TermDecodingResult
+from probes.decoding.extras import TermDecodingResult
+from probes.decoding.floors import (
+    always_present_f1,
+    merge_partition,
+    merged_score,
+    multiclass_floors,
+    set_floors,
+)
+from probes.decoding.results import DecodingResult, LayerDecoding
 from probes.degenerate import CONSTANT_RTOL, code_spread
 from probes.labels import class_labels
 
@@ -86,13 +92,6 @@ def _counting_convergence(fn: Callable) -> Callable:
         return result
 
     return wrapper
-
-
-def _always_present_f1(indicator: np.ndarray, mask: np.ndarray, evaluated: list[int]) -> float:
-    """Mean F1 over the evaluated classes of answering "present" on every row of `mask`: the set-decoding floor."""
-    support = indicator[mask][:, evaluated].sum(axis=0)
-    n = int(mask.sum())
-    return float(np.mean(2 * support / (n + support))) if n else float("nan")
 
 
 def make_probe(C: float = 1.0, max_iter: int = 1000, random_state: int | None = 0) -> Pipeline:
@@ -180,86 +179,6 @@ def _set_indicator(name: str, y: np.ndarray, n_classes: int) -> np.ndarray:
     return indicator
 
 
-def _multiclass_baselines(y, train, masks, n_classes) -> tuple[Any, dict[str, Baseline]]:
-    values, counts = np.unique(y[train], return_counts=True)
-    majority = values[np.argmax(counts)]
-    baselines = {}
-    for split, mask in masks.items():
-        _, eval_counts = np.unique(y[mask], return_counts=True)
-        baselines[split] = Baseline(
-            n_samples=int(mask.sum()),
-            chance=1.0 / n_classes,
-            majority=float(np.mean(y[mask] == majority)),
-            best_constant=float(eval_counts.max() / mask.sum()),
-        )
-    return majority, baselines
-
-
-def _set_baselines(y, train, masks, n_classes) -> tuple[np.ndarray, dict[str, Baseline]]:
-    sets = np.sort(y, axis=1)
-    values, counts = np.unique(sets[train], axis=0, return_counts=True)
-    majority = values[np.argmax(counts)]
-    baselines = {}
-    for split, mask in masks.items():
-        _, eval_counts = np.unique(sets[mask], axis=0, return_counts=True)
-        baselines[split] = Baseline(
-            n_samples=int(mask.sum()),
-            chance=1.0 / math.comb(n_classes, y.shape[1]),
-            majority=float(np.mean((sets[mask] == majority).all(axis=1))),
-            best_constant=float(eval_counts.max() / mask.sum()),
-        )
-    return majority, baselines
-
-
-def _merge_partition(name: str, merge: Any, classes: np.ndarray, names: list[str]) -> tuple[np.ndarray, list[list[str]]]:
-    """Each class's merged class (an index per class) and the merged groups by name, from `merge`: groups of class
-    names or values, each class in at most one group; classes not named stay on their own."""
-    groups = [list(group) for group in merge] if not isinstance(merge, str) else None
-    if not groups or any(isinstance(group, str) or len(group) < 2 for group in groups):
-        raise ValueError(
-            f"merge={merge!r} is not a list of groups of classes; pass e.g. merge=[[{names[0]!r}, {names[-1]!r}]] "
-            f"(classes of {name!r}: {names})"
-        )
-    values = [str(c) for c in classes]
-    group_of = np.arange(len(classes))
-    seen: set[int] = set()
-    named = []
-    for g, group in enumerate(groups):
-        members = []
-        for member in group:
-            text = str(member)
-            index = names.index(text) if text in names else values.index(text) if text in values else None
-            if index is None:
-                raise ValueError(f"merge={merge!r}: {member!r} is not a class of {name!r}; its classes: {names}")
-            if index in seen:
-                raise ValueError(f"merge={merge!r}: class {names[index]!r} is in more than one group; groups must "
-                                 "not overlap")
-            seen.add(index)
-            members.append(index)
-        group_of[members] = len(classes) + g  # relabelled densely below
-        named.append([names[i] for i in members])
-    return np.unique(group_of, return_inverse=True)[1], named
-
-
-def _merged_score(name, merge, y, classes, names, train, masks, rows) -> MergedScore:
-    """The probes' accuracy with the classes of `merge` merged, read from their confusion matrices."""
-    group_of, groups = _merge_partition(name, merge, classes, names)
-    n_merged = int(group_of.max()) + 1
-    merged_names = []
-    for m in range(n_merged):
-        members = [names[i] for i in np.flatnonzero(group_of == m)]
-        merged_names.append("+".join(members))
-    y_merged = group_of[np.searchsorted(classes, y)]
-    majority, baselines = _multiclass_baselines(y_merged, train, masks, n_merged)
-    same = group_of[:, None] == group_of[None, :]
-    accuracy = {
-        split: np.array([float(row.confusion[split][same].sum() / row.confusion[split].sum()) for row in rows])
-        for split in masks
-    }
-    return MergedScore(groups=groups, n_classes=n_merged, majority_class=merged_names[int(majority)],
-                       accuracy=accuracy, baselines=baselines)
-
-
 def probe_groups(
     codes: LatentCodes, layers: LayerChoice = "each+all", *, rtol: float = CONSTANT_RTOL
 ) -> tuple[list[tuple[str, list[int]]], list[str]]:
@@ -340,7 +259,7 @@ def _decode_sets(codes, name, y, names, groups, constant, train, masks, probe_pa
         skipped=skipped,
         f1=f1,
         support=support,
-        always_present_f1={s: _always_present_f1(indicator, m, evaluated) for s, m in masks.items()},
+        always_present_f1={s: always_present_f1(indicator, m, evaluated) for s, m in masks.items()},
         reading=codes.reading,
         constant_layers=list(constant),
     )
@@ -360,12 +279,12 @@ def fit_rules(
     rtol: float = CONSTANT_RTOL,
     merge: Sequence[Sequence[Any]] | None = None,
 ) -> DecodingResult:
-    """`decode_rules` without the fuzzy-logic extras and without controls: the codes' probes and their floors.
+    """`decode_rules` without the per-label extras and without controls: the codes' probes and their floors.
 
     Args and Raises: as in `probes.decode_rules`.
 
     Returns:
-        A `DecodingResult` with `controls`, `bits` None (`terms` set for a set label).
+        A `DecodingResult` without `controls`; for a set label, `extras` holds its per-class probes.
     """
     train = _train_rows(codes)
     splits = _resolve_splits(codes, splits)
@@ -375,7 +294,7 @@ def fit_rules(
         if y.ndim == 2:
             raise ValueError(f"merge= merges classes of a label with one class per row; {name!r} holds sets of "
                              "classes (decode a 1-D label, or leave merge out)")
-        _merge_partition(name, merge, classes, names)  # checked before any probe is fitted
+        merge_partition(name, merge, classes, names)  # checked before any probe is fitted
     groups, constant = probe_groups(codes, layers, rtol=rtol)
     probe_params = {"C": C, "max_iter": max_iter, "random_state": random_state}
     params = {"layers": layers if isinstance(layers, str) else list(np.atleast_1d(layers)), **probe_params}
@@ -384,7 +303,7 @@ def fit_rules(
     terms = None
     if y.ndim == 2:
         rows, terms = _decode_sets(codes, name, y, names, groups, constant, train, masks, probe_params, progress)
-        majority, baselines = _set_baselines(y, train, masks, len(names))
+        majority, baselines = set_floors(y, train, masks, len(names))
         majority_name = "+".join(names[int(c)] for c in majority)
         kind = "sets"
     else:
@@ -393,7 +312,7 @@ def fit_rules(
                 f"label={name!r} has a single class ({y[train][0]!r}) in the train split; a decoder needs at "
                 "least two classes: extract more training rows or decode another label"
             )
-        majority, baselines = _multiclass_baselines(y, train, masks, len(classes))
+        majority, baselines = multiclass_floors(y, train, masks, len(classes))
         majority_name = names[int(np.flatnonzero(classes == majority)[0])]
         rows = []
         for layer, positions in _progress(groups, f"decoding {name}", progress):
@@ -408,7 +327,7 @@ def fit_rules(
             train_accuracy = float(probe.score(X[train], y[train]))
             rows.append(LayerDecoding(layer, train_accuracy, accuracy, macro, confusion))
         kind = "multiclass"
-    merged = None if merge is None else _merged_score(name, merge, y, classes, names, train, masks, rows)
+    merged = None if merge is None else merged_score(name, merge, y, classes, names, train, masks, rows)
     return DecodingResult(
         task=codes.task,
         label=name,
@@ -418,7 +337,7 @@ def fit_rules(
         majority_class=majority_name,
         baselines=baselines,
         layers=rows,
-        terms=terms,
+        extras={} if terms is None else {name: terms},
         params=params,
         reading=codes.reading,
         constant_layers=constant,

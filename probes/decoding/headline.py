@@ -1,7 +1,8 @@
 """What every decoding score is judged against: its floors (`Baseline`: what a decoder that ignores the codes scores),
 its controls (`Controls`: the input-only probe and the control task) and the two side by side (`Headline`: the score
-minus the best of them, titled `HEADLINE`). Plain frozen dataclasses; fitting them is `fit.py`'s and `controls.py`'s,
-and the tables that show them are `results.py`'s. Import them from `probes`.
+minus the best of them, titled `HEADLINE`), and the plain-text grid every decoding table draws them in
+(`headline_grid`). Plain frozen dataclasses; fitting them is `fit.py`'s and `controls.py`'s. Import them from
+`probes`.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from typing import Any
 import numpy as np
 
 from probes.codes_io import jsonable
+from probes.tables import align_columns
+from probes.tables import format_score as _fmt
 
-__all__ = ["HEADLINE", "Baseline", "Controls", "Headline"]
+__all__ = ["HEADLINE", "Baseline", "Controls", "Headline", "constant_line", "headline_grid", "reading_line"]
 
 HEADLINE = "codes − best"
 """Column title of the headline: the codes' score minus the best of its floors and the input-only control."""
@@ -125,3 +128,50 @@ class Baseline:
     chance: float
     majority: float
     best_constant: float
+
+
+def reading_line(reading: str | None) -> str:
+    """The line naming where and on what inputs the codes were read (`LatentCodes.reading`)."""
+    return f"reading: {reading or 'not recorded'}"
+
+
+def constant_line(constant_layers: list[str]) -> str:
+    """The line naming the probes whose codes were constant (`probes.degenerate`)."""
+    single = [layer for layer in constant_layers if layer != "all"]
+    line = f"constant codes: {', '.join(constant_layers)} (their probes read rounding noise"
+    if single and "all" not in constant_layers:
+        line += "; the all-layers probe leaves them out"
+    return line + ")"
+
+
+def headline_grid(
+    headlines: dict[str, Headline],
+    floors: str | tuple[str, ...],
+    titles: str | tuple[str, ...],
+    *,
+    first: tuple[str, list[str]] | None = None,
+    selectivity: dict[str, np.ndarray] | None = None,
+) -> str:
+    """One row per probe: [first column,] the score per split, then per split each floor, the input-only control
+    and the headline (uniform chance, the same on every split, gets one column)."""
+    floors = (floors,) if isinstance(floors, str) else floors
+    titles = (titles,) if isinstance(titles, str) else titles
+    splits = list(headlines)
+    layers = next(iter(headlines.values())).layers if headlines else []
+    columns: list[tuple[str, list[str]]] = []
+    if first is not None:
+        columns.append(first)
+    columns += [(s, [_fmt(v) for v in headlines[s].codes]) for s in splits]
+    for name, title in zip(floors, titles, strict=True):
+        values = [headlines[s].floors.get(name) for s in splits]
+        if name == "chance" and all(v is not None and v == values[0] for v in values):
+            columns.append((title, [_fmt(values[0])] * len(layers)))
+        else:
+            columns += [(f"{title} {s}", [_fmt(v)] * len(layers)) for s, v in zip(splits, values, strict=True)]
+    columns += [(f"input-only {s}", [_fmt(headlines[s].control)] * len(layers)) for s in splits]
+    columns += [(f"{HEADLINE} {s}", [_fmt(v, signed=True) for v in headlines[s].over_best]) for s in splits]
+    if selectivity:
+        columns += [(f"selectivity {s}", [_fmt(v, signed=True) for v in values]) for s, values in selectivity.items()]
+    header = ["layer", *(title for title, _ in columns)]
+    rows = [[layer, *(cells[i] for _, cells in columns)] for i, layer in enumerate(layers)]
+    return "\n".join(align_columns([header, *rows], right=True))

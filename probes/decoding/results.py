@@ -1,6 +1,7 @@
-"""What the decoders return: `DecodingResult` and its parts (`LayerDecoding`, `TermDecodingResult`,
-`BitRegressionResult`), frozen dataclasses with `to_dict()` and `table()`; the floors, controls and headline they
-carry (`Baseline`, `Controls`, `Headline`) are `headline.py`'s. No fitting here (that is `fit.py`, `controls.py` and
+"""What the decoders return: `DecodingResult` and its parts (`LayerDecoding`, `MergedScore`, `Confusion`), frozen
+dataclasses with `to_dict()` and `table()`. The floors, controls and headline they carry (`Baseline`, `Controls`,
+`Headline`) are `headline.py`'s; the per-label results a decoding may hold beside its own (`DecodingResult.extras`:
+per-class F1 of a set label, ridge R² of a bits label) are `extras.py`'s. No fitting here (that is `fit.py`, `controls.py` and
 `decode.py` beside it); import them from `probes`.
 
 Every score is shown beside its trivial floors (what a decoder that ignores the input scores on the same rows) and
@@ -16,8 +17,17 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from probes.codes_io import jsonable
-from probes.decoding.headline import HEADLINE, Baseline, Controls, Headline
-from probes.tables import NA, UNDEFINED, align_columns
+from probes.decoding.extras import LabelResult
+from probes.decoding.headline import (
+    HEADLINE,
+    Baseline,
+    Controls,
+    Headline,
+    constant_line,
+    headline_grid,
+    reading_line,
+)
+from probes.tables import NA, UNDEFINED
 from probes.tables import format_score as _fmt
 
 
@@ -90,138 +100,6 @@ class LayerDecoding:
 
 
 @dataclass(frozen=True)
-class TermDecodingResult:
-    """Per-class binary probes (fuzzy logic: is term t in the instance's composition?), per layer.
-
-    Attributes:
-        label: the set label decoded (`terms`).
-        class_names: names of all classes (2^L terms).
-        layers: probe names, as in `DecodingResult`.
-        evaluated: classes with both presence values in the training rows, so a probe was fitted.
-        skipped: class -> why no probe was fitted ("absent from train" / "present in every train row"); these
-            are predicted constant and have F1 NaN.
-        f1: split -> F1 [layer, class] (NaN: skipped, or no positives predicted or present in the split).
-        support: split -> rows containing each class [class].
-        input_only_f1: split -> mean F1 of the same per-class probes on the raw input tokens (the input-only
-            control, `probes.decoding.controls`), or None when the codes carry no inputs.
-        always_present_f1: split -> the floor: mean F1, over the evaluated classes, of answering "present" for
-            every row (per class 2s / (n + s) for s of the split's n rows holding it; 0 for a class absent there).
-        reading: where and on what inputs the codes were read (`LatentCodes.reading`), or None.
-        constant_layers: probes whose codes were constant (`probes.degenerate`): their F1 reads rounding noise,
-            and the all-layers probe leaves those layers' features out.
-    """
-
-    label: str
-    class_names: list[str]
-    layers: list[str]
-    evaluated: list[int]
-    skipped: dict[int, str]
-    f1: dict[str, np.ndarray]
-    support: dict[str, np.ndarray]
-    input_only_f1: dict[str, float] | None = None
-    always_present_f1: dict[str, float] | None = None
-    reading: str | None = None
-    constant_layers: list[str] = field(default_factory=list)
-
-    def mean_f1(self, split: str) -> np.ndarray:
-        """Mean F1 over evaluated classes with a defined F1, per layer [layer]."""
-        with np.errstate(all="ignore"):
-            f1 = self.f1[split]
-            return np.array([np.nanmean(row) if np.isfinite(row).any() else np.nan for row in f1])
-
-    def headlines(self) -> dict[str, Headline]:
-        """Split -> mean F1 per probe beside the always-present floor and the input-only control."""
-        return {
-            split: Headline("term F1", split, list(self.layers), self.mean_f1(split),
-                            {"always_present": (self.always_present_f1 or {}).get(split)},
-                            (self.input_only_f1 or {}).get(split))
-            for split in self.f1
-        }
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe dict (NaN -> null), with `headline`: split -> `Headline.to_dict()`."""
-        return jsonable({**asdict(self), "headline": {s: h.to_dict() for s, h in self.headlines().items()}})
-
-    def table(self) -> str:
-        """Mean per-class F1 per layer and split beside the always-present floor, the input-only control and the
-        headline (codes − best), and the skipped classes."""
-        lines = [f"per-class probes of {self.label!r}: mean F1 over {len(self.evaluated)} decodable classes",
-                 _reading_line(self.reading),
-                 _headline_grid(self.headlines(), "always_present", "always-present")]
-        if self.skipped:
-            lines.append(
-                f"no probe ({NA}): " + ", ".join(f"{self.class_names[c]} ({why})" for c, why in self.skipped.items())
-            )
-        if self.constant_layers:
-            lines.append(_constant_line(self.constant_layers))
-        return "\n".join(lines)
-
-
-@dataclass(frozen=True)
-class BitRegressionResult:
-    """Ridge regression from codes to each latent bit (the reference code's `r2_attn_latent`), per layer.
-
-    Attributes:
-        label: the bit label (`term_bits`, flattened over [K, L]).
-        bit_names: "term k bit l" for each flattened bit.
-        layers: probe names.
-        alpha: ridge strength (1.0 as in the reference; intercept fitted, codes not standardized).
-        n_folds: GroupKFold folds on the training rows (groups = compositions, so no composition is in both
-            the fitting and the scoring fold).
-        n_groups: compositions in the training rows.
-        r2_cv: out-of-fold R² on the training rows [layer, bit] (NaN where a bit is constant).
-        r2: split -> R² of a ridge fitted on all training rows [layer, bit].
-        reading: where and on what inputs the codes were read (`LatentCodes.reading`), or None.
-        train_mean_r2: split -> the floor: mean R² over bits of predicting the train rows' mean (at most 0).
-        input_only_r2: split -> mean R² over bits of the same ridge on the raw input tokens (the input-only
-            control), or None when the codes carry no inputs.
-    """
-
-    label: str
-    bit_names: list[str]
-    layers: list[str]
-    alpha: float
-    n_folds: int
-    n_groups: int
-    r2_cv: np.ndarray
-    r2: dict[str, np.ndarray]
-    reading: str | None = None
-    train_mean_r2: dict[str, float] | None = None
-    input_only_r2: dict[str, float] | None = None
-
-    def mean(self, split: str = "cv") -> np.ndarray:
-        """Mean R² over bits per layer ("cv" for the grouped cross-validation on train)."""
-        values = self.r2_cv if split == "cv" else self.r2[split]
-        with np.errstate(all="ignore"):
-            return np.array([np.nanmean(row) if np.isfinite(row).any() else np.nan for row in values])
-
-    def headlines(self) -> dict[str, Headline]:
-        """Split -> mean R² per probe beside the train-mean floor and the input-only control."""
-        return {
-            split: Headline("bit R²", split, list(self.layers), self.mean(split),
-                            {"train_mean": (self.train_mean_r2 or {}).get(split)},
-                            (self.input_only_r2 or {}).get(split))
-            for split in self.r2
-        }
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe dict (NaN -> null), with `headline`: split -> `Headline.to_dict()`."""
-        return jsonable({**asdict(self), "headline": {s: h.to_dict() for s, h in self.headlines().items()}})
-
-    def table(self) -> str:
-        """Mean R² over bits per layer (grouped CV on train, then train -> each split) beside the train-mean floor,
-        the input-only control and the headline."""
-        cv = self.mean("cv")
-        title = (
-            f"ridge R² (alpha={self.alpha}) of {len(self.bit_names)} bits of {self.label!r}, mean over bits; "
-            f"cv = train rows, {self.n_folds}-fold by composition"
-        )
-        grid = _headline_grid(self.headlines(), "train_mean", "train-mean",
-                              first=("cv", [_fmt(v) for v in cv]))
-        return "\n".join([title, _reading_line(self.reading), grid])
-
-
-@dataclass(frozen=True)
 class DecodingResult:
     """Linear decoding of a label from codes, per layer, with baselines on every evaluation split.
 
@@ -234,8 +112,10 @@ class DecodingResult:
         majority_class: the training split's most frequent class (for sets: classes joined with "+").
         baselines: split -> `Baseline` (chance, majority, best constant) on that split.
         layers: one `LayerDecoding` per probe (each layer, then "all").
-        terms: fuzzy logic: per-term F1 (`decode_terms`), else None.
-        bits: fuzzy logic: ridge R² per latent bit (`ridge_bits`), else None.
+        extras: label -> what the per-label decoders found for it, where the codes' label kinds ask for them
+            (`decode_rules(extras=True)`): for a set label, one binary probe per class scored by F1
+            (`TermDecodingResult`, `decode_terms`); for a bits label, ridge R² per bit (`BitRegressionResult`,
+            `ridge_bits`). Fuzzy logic: `{"terms": ..., "term_bits": ...}`; {} for SRAVEN's rules.
         controls: the input-only control and (SRAVEN) the control task, `probes.Controls`; None when
             the codes carry no `inputs` or `controls=False`.
         reading: where and on what inputs the codes were read (`LatentCodes.reading`), or None.
@@ -259,8 +139,7 @@ class DecodingResult:
     majority_class: str
     baselines: dict[str, Baseline]
     layers: list[LayerDecoding]
-    terms: TermDecodingResult | None = None
-    bits: BitRegressionResult | None = None
+    extras: dict[str, LabelResult] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)
     controls: Controls | None = None
     reading: str | None = None
@@ -355,8 +234,8 @@ class DecodingResult:
 
         Metrics: `accuracy` (the label's accuracy, or exact-set accuracy for sets, against chance and majority),
         `merged_accuracy` when classes were merged (against the merged label's chance and majority; no input-only
-        control), and for fuzzy-logic codes `term_f1` (against always-present) and `bit_r2` (against the train
-        mean).
+        control), and one per result in `extras`, under its `metric`: `term_f1` (per-class F1 of a set label,
+        against always-present) and `bit_r2` (ridge R² of a bits label, against the train mean).
         """
         metric = "set accuracy" if self.kind == "sets" else "accuracy"
         control = self.controls.input_only if self.controls is not None else {}
@@ -374,10 +253,8 @@ class DecodingResult:
                             {"chance": self.merged.baselines[s].chance, "majority": self.merged.baselines[s].majority})
                 for s in self.splits
             }
-        if self.terms is not None:
-            out["term_f1"] = self.terms.headlines()
-        if self.bits is not None:
-            out["bit_r2"] = self.bits.headlines()
+        for extra in self.extras.values():
+            out.setdefault(extra.metric, extra.headlines())
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -394,8 +271,8 @@ class DecodingResult:
         lines = [
             f"decoding {self.label!r} ({len(self.class_names)} classes, {self.kind}): {what}; probes fit on "
             f"{self.n_train} train rows; majority = rate of the train-majority class {self.majority_class!r}",
-            _reading_line(self.reading),
-            _headline_grid(self.headlines()["accuracy"], ("chance", "majority"), ("chance", "majority"),
+            reading_line(self.reading),
+            headline_grid(self.headlines()["accuracy"], ("chance", "majority"), ("chance", "majority"),
                            first=("train", [_fmt(row.train_accuracy) for row in self.layers]),
                            selectivity=self._selectivity()),
             f"{HEADLINE} = score minus the best of the floors and the input-only control on the same rows; "
@@ -407,7 +284,7 @@ class DecodingResult:
             lines.append(f"controls: {NA} (these codes carry no raw inputs; re-extract them to fit the input-only "
                          "control)")
         if self.constant_layers:
-            lines.append(_constant_line(self.constant_layers))
+            lines.append(constant_line(self.constant_layers))
         lines += self._confusion_lines()
         if self.merged is not None:
             merged = self.merged
@@ -415,11 +292,10 @@ class DecodingResult:
                 "",
                 f"with {merged.name} merged into one class ({merged.n_classes} classes; probes not refitted, their "
                 f"confusions within a group count as right): accuracy; majority = rate of {merged.majority_class!r}",
-                _headline_grid(self.headlines()["merged_accuracy"], ("chance", "majority"), ("chance", "majority")),
+                headline_grid(self.headlines()["merged_accuracy"], ("chance", "majority"), ("chance", "majority")),
             ]
-        for extra in (self.terms, self.bits):
-            if extra is not None:
-                lines += ["", extra.table()]
+        for extra in self.extras.values():
+            lines += ["", extra.table()]
         if self.notes:
             lines += ["", "notes: " + "; ".join(self.notes)]
         return "\n".join(lines)
@@ -438,53 +314,3 @@ class DecodingResult:
         if controls is None or controls.control_task is None or controls.layers != self.layer_names:
             return None
         return {s: controls.selectivity(s, self.accuracy(s)) for s in self.splits if s in controls.control_task}
-
-
-def _reading_line(reading: str | None) -> str:
-    return f"reading: {reading or 'not recorded'}"
-
-
-def _constant_line(constant_layers: list[str]) -> str:
-    single = [layer for layer in constant_layers if layer != "all"]
-    line = f"constant codes: {', '.join(constant_layers)} (their probes read rounding noise"
-    if single and "all" not in constant_layers:
-        line += "; the all-layers probe leaves them out"
-    return line + ")"
-
-
-def _headline_grid(
-    headlines: dict[str, Headline],
-    floors: str | tuple[str, ...],
-    titles: str | tuple[str, ...],
-    *,
-    first: tuple[str, list[str]] | None = None,
-    selectivity: dict[str, np.ndarray] | None = None,
-) -> str:
-    """One row per probe: [first column,] the score per split, then per split each floor, the input-only control
-    and the headline (uniform chance, the same on every split, gets one column)."""
-    floors = (floors,) if isinstance(floors, str) else floors
-    titles = (titles,) if isinstance(titles, str) else titles
-    splits = list(headlines)
-    layers = next(iter(headlines.values())).layers if headlines else []
-    columns: list[tuple[str, list[str]]] = []
-    if first is not None:
-        columns.append(first)
-    columns += [(s, [_fmt(v) for v in headlines[s].codes]) for s in splits]
-    for name, title in zip(floors, titles, strict=True):
-        values = [headlines[s].floors.get(name) for s in splits]
-        if name == "chance" and all(v is not None and v == values[0] for v in values):
-            columns.append((title, [_fmt(values[0])] * len(layers)))
-        else:
-            columns += [(f"{title} {s}", [_fmt(v)] * len(layers)) for s, v in zip(splits, values, strict=True)]
-    columns += [(f"input-only {s}", [_fmt(headlines[s].control)] * len(layers)) for s in splits]
-    columns += [(f"{HEADLINE} {s}", [_fmt(v, signed=True) for v in headlines[s].over_best]) for s in splits]
-    if selectivity:
-        columns += [(f"selectivity {s}", [_fmt(v, signed=True) for v in values]) for s, values in selectivity.items()]
-    header = ["layer", *(title for title, _ in columns)]
-    rows = [[layer, *(cells[i] for _, cells in columns)] for i, layer in enumerate(layers)]
-    return _grid(header, rows)
-
-
-def _grid(header: list[str], rows: list[list[str]]) -> str:
-    """Columns as wide as their widest cell; the first left-aligned, the rest right-aligned."""
-    return "\n".join(align_columns([header, *rows], right=True))

@@ -12,8 +12,8 @@ from sklearn.linear_model import Ridge
 from sklearn.model_selection import GroupKFold, cross_val_predict
 
 from probes.codes import LatentCodes
+from probes.decoding.extras import BitRegressionResult
 from probes.decoding.fit import LayerChoice, _require_kind, _resolve_splits, _train_rows
-from probes.decoding.results import BitRegressionResult
 
 __all__ = ["fit_bits"]
 

@@ -11,7 +11,8 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from probes.decoding.results import DecodingResult, TermDecodingResult
+from probes.decoding.extras import TermDecodingResult
+from probes.decoding.results import DecodingResult
 from probes.figures._base import (
     CONSTANT_TEXT,
     _axes_row,
@@ -366,12 +367,23 @@ class TermF1Figure:
         return fig
 
 
-def term_f1_figure(result: TermDecodingResult | DecodingResult, split: str = "ood") -> TermF1Figure:
-    """Per-term probe F1 per layer (fuzzy logic, paper Fig. 2B) on one evaluation split, beside the always-present
-    floor and the input-only control; the title names the codes' reading (`TermDecodingResult.reading`)."""
-    terms = result.terms if isinstance(result, DecodingResult) else result
-    if terms is None:
-        raise ValueError("result has no per-term probes (terms=None); run decode_terms on fuzzy-logic codes")
+def term_f1_figure(result: TermDecodingResult | DecodingResult, split: str | None = None) -> TermF1Figure:
+    """Per-class probe F1 per layer of a set label (fuzzy logic's terms, paper Fig. 2B) on one evaluation split,
+    beside the always-present floor and the input-only control; the title names the codes' reading
+    (`TermDecodingResult.reading`).
+
+    Args:
+        result: a `TermDecodingResult`, or a `DecodingResult` holding one in `extras`.
+        split: an evaluated split (default: "ood" when evaluated, else the first).
+    """
+    if isinstance(result, DecodingResult):
+        found = [extra for extra in result.extras.values() if isinstance(extra, TermDecodingResult)]
+        if not found:
+            raise ValueError("result has no per-class probes of a set label (DecodingResult.extras); decode a "
+                             "set label such as fuzzy logic's terms, or run decode_terms")
+        result = found[0]
+    terms = result
+    split = split or ("ood" if "ood" in terms.f1 else next(iter(terms.f1)))
     if split not in terms.f1:
         raise ValueError(f"split={split!r} was not evaluated; evaluated: {list(terms.f1)}")
     return TermF1Figure(

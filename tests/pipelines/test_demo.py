@@ -78,7 +78,7 @@ def test_the_demo_analyses_every_shipped_seed(demo_result, checkpoints):
         assert row["ood"] == recorded["ood"]["r2"] and row["test"] == recorded["test"]["r2"]
         # the decoding columns are each seed's own codes, extracted and decoded again here
         codes = lc.open_run(row["run"]).codes(n_samples=N_SAMPLES)
-        terms = decode_rules(codes, progress=False).terms
+        terms = decode_rules(codes, progress=False).extras["terms"]
         assert row["term_f1_ood_last"] == pytest.approx(terms.mean_f1("ood")[-2])
         best = max(row["always_present_f1_ood"], row["input_only_f1_ood"])
         assert row["term_f1_minus_best"] == pytest.approx(row["term_f1_ood_last"] - best)

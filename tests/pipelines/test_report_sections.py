@@ -1,20 +1,26 @@
-"""The report's explorer and its section "Does the model use the code?"."""
+"""The report's sections: the explorer, "Does the model use the code?", the caller's own sections
+(`ReportSection`), and the page built once from the results objects (nothing written is read back)."""
 
 from __future__ import annotations
 
 import html
+import json
+import os
 import re
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
+import latentcode as lc
 from latentcode.causal.alignment import AlignmentResult
 from latentcode.causal.erasure import ErasureResult
 from latentcode.config import model_config, train_config
 from latentcode.pipelines.run_report import find_causal, report_runs
 from latentcode.tasks import get_task
 from latentcode.training.train import train
-from probes.report import CAUSAL_SECTION, RunInput, build_report
+from probes.report import CAUSAL_SECTION, ReportSection, RunInput, build_report
 from tests.explore.test_explorer_browser import browser  # noqa: F401 (the Chromium fixture)
 
 ALIGNMENT_ROWS = [
@@ -141,3 +147,106 @@ def test_the_explorer_in_the_report_answers_a_hover_and_a_click(chromium, tiny_r
         assert severe(chromium) == []
     finally:
         chromium.switch_to.default_content()
+
+
+# ------------------------------------------------------------------------- the page is built once, nothing read back
+_EVENTS: list[tuple[str, Path]] | None = None
+"""("write" | "read", path) in the order they happen, while a test listens (None: nobody listens)."""
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _EVENTS is None:
+        return
+    if event == "open" and isinstance(args[0], str | os.PathLike):
+        mode, flags = args[1], args[2]
+        writes = (any(c in mode for c in "wax+") if isinstance(mode, str)
+                  else bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT)))
+        _EVENTS.append(("write" if writes else "read", Path(args[0]).resolve()))
+    elif event == "os.rename" and isinstance(args[1], str | os.PathLike):  # an atomic write lands by os.replace
+        _EVENTS.append(("write", Path(args[1]).resolve()))
+
+
+sys.addaudithook(_audit)  # an audit hook cannot be removed; it records only while _EVENTS is a list
+
+
+def _read_back(fn):
+    """Run `fn()`; return (the files it read after writing them itself, what `fn` returned)."""
+    global _EVENTS
+    _EVENTS = []
+    try:
+        value = fn()
+    finally:
+        events, _EVENTS = _EVENTS, None
+    written: set[Path] = set()
+    read_back = []
+    for kind, path in events:
+        if kind == "write":
+            written.add(path)
+        elif path in written and path not in read_back:
+            read_back.append(path)
+    return read_back, value
+
+
+def test_the_audit_hook_sees_a_file_read_back():  # the check below can fail: a read-back is caught
+    def write_then_read(folder: Path) -> str:
+        (folder / "x.json").write_text("{}")
+        return (folder / "x.json").read_text()
+
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        read_back, _ = _read_back(lambda: write_then_read(Path(folder)))
+        assert read_back == [(Path(folder) / "x.json").resolve()]
+
+
+def test_the_callers_sections_go_on_the_page_and_into_the_summary_once(tmp_path):
+    top = ReportSection("Every seed", text="variant  ood\nhyla   0.500", notes=("what the columns mean",),
+                        key="seeds", summary={"rows": [{"variant": "hyla", "ood": 0.5}]})
+    end = ReportSection("Closing words", text="done", place="end")
+    read_back, report = _read_back(lambda: build_report([RunInput(name="toy")], tmp_path, embed_method="pca",
+                                                        progress=False, sections=[top, end]))
+    assert read_back == []
+    page = (tmp_path / "report.html").read_text()
+    nav = page[page.index("<nav>"):page.index("</nav>")]
+    assert nav.index("Every seed") < nav.index("Summary") < nav.index("Closing words")
+    assert page.count('id="every-seed"') == 1 and page.index("</nav>") < page.index('id="every-seed"')
+    assert page.index('id="every-seed"') < page.index('id="summary"') < page.index('id="closing-words"')
+    assert "hyla   0.500" in page and "what the columns mean" in page
+    on_disk = json.loads((tmp_path / "summary.json").read_text())
+    assert report.summary == on_disk and on_disk["seeds"] == {"rows": [{"variant": "hyla", "ood": 0.5}]}
+    assert report.sections == (top, end)
+    with pytest.raises(ValueError, match="sections share a title"):
+        build_report([RunInput(name="toy")], tmp_path / "again", sections=[top, top])
+    assert not (tmp_path / "again").exists()  # refused before anything is written
+    with pytest.raises(ValueError, match="summary.json's own"):
+        ReportSection("x", key="runs")
+
+
+def test_a_report_of_a_run_reads_back_nothing_it_wrote(tiny_sraven, tmp_path):
+    read_back, path = _read_back(lambda: report_runs([tiny_sraven], tmp_path / "out", embed_method="pca",
+                                                     n_samples=32, progress=False, explorer=False))
+    assert path.is_file() and read_back == []
+
+
+REPO_CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
+
+
+def test_the_demo_builds_its_page_once_from_its_results(tmp_path, monkeypatch):
+    """The demo's table over seeds is a section of the page from the start: the page and summary.json are each
+    written once, and nothing the demo wrote is read back (no page cut open and written again)."""
+    from latentcode.rundir.pretrained import CHECKPOINTS_ENV
+
+    if not (REPO_CHECKPOINTS / "fuzzy_logic-hyla-s1" / "config.json").is_file():
+        pytest.skip("the repository's checkpoints/ folder is not here")
+    monkeypatch.setenv(CHECKPOINTS_ENV, str(REPO_CHECKPOINTS))
+    out = tmp_path / "demo"
+    read_back, result = _read_back(lambda: lc.demo(out, variants=["hyla"], seeds=[0, 1], n_samples=24,
+                                                   embed_method="pca", progress=False))
+    assert read_back == []
+    page = result.report.read_text()
+    assert page.count('id="every-seed"') == 1 and page.index("</nav>") < page.index('id="every-seed"')
+    assert html.escape(result.table()) in page
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["seeds"] == json.loads(json.dumps(result.seeds.to_dict()))
+    assert [row["decode_ood_last"] for row in result.rows] == pytest.approx(
+        [summary["runs"][name]["decoding"]["headline"]["accuracy"]["ood"]["codes"][-2] for name in ("hyla", "hyla-s1")])

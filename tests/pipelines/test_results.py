@@ -25,6 +25,7 @@ from latentcode.pipelines.results import (
     variant_label,
     write_results_csv,
 )
+from probes import extras_from_dict
 
 
 def _row(variant: str, seed: int, value: float, *, split: str = "ood", step: int = 10, steps: int = 10) -> ResultRow:
@@ -237,10 +238,11 @@ def test_the_fig2b_table_in_the_docs_matches_the_committed_decodings():
     for variant, *cells in rows:
         name = variant.strip().replace(", seed ", "-s")
         decoding = json.loads((ROOT / "results" / "fig2b" / f"fuzzy_logic-{name}.decode.json").read_text())
+        terms = extras_from_dict(decoding)["terms"]  # these files predate `extras`: the reader takes both shapes
         # mean F1 over the decodable terms on held-out pairs, per layer (0, 1, all), then the input-only control
         with np.errstate(all="ignore"):
-            expected = [np.nanmean(np.array(f1, dtype=float)) for f1 in decoding["terms"]["f1"]["ood"]]
-        expected.append(decoding["terms"]["input_only_f1"]["ood"])
+            expected = [np.nanmean(np.array(f1, dtype=float)) for f1 in terms["f1"]["ood"]]
+        expected.append(terms["input_only_f1"]["ood"])
         assert [c.strip() for c in cells] == [f"{value:.3f}" for value in expected], variant
 
 

@@ -108,12 +108,12 @@ def test_merge_takes_class_values_too_and_refuses_sets_of_classes(tied, make_fuz
     assert by_value.merged.groups == [["addition", "subtraction"]]
     with pytest.raises(ValueError, match="holds sets of classes"):
         decode_rules(make_fuzzy(300), label="terms", layers="last", progress=False, controls=False,
-                     fuzzy_extras=False, merge=[[0, 1]])
+                     extras=False, merge=[[0, 1]])
 
 
 def test_set_decoding_names_its_per_class_errors(make_fuzzy):
     result = decode_rules(make_fuzzy(600, noise=2.0), layers="last", progress=False, controls=False,
-                          fuzzy_extras=False)
+                          extras=False)
     matrix = result.confusion("ood")  # [class, 2, 2]
     top = result.top_confusions(2, "ood")
     flat = [(int(matrix[c, 1, 0]), f"{result.class_names[c]} present") for c in range(matrix.shape[0])]
@@ -137,6 +137,6 @@ def test_the_confusion_figure_draws_the_matrix_with_the_merged_group_outlined(re
     plt.close(fig)
     plotly = figure.plotly()
     assert plotly.data[0].type == "heatmap" and len(plotly.layout.shapes) == 1
-    sets = decode_rules(make_fuzzy(300), layers="last", progress=False, controls=False, fuzzy_extras=False)
+    sets = decode_rules(make_fuzzy(300), layers="last", progress=False, controls=False, extras=False)
     with pytest.raises(ValueError, match="sets of classes"):
         confusion_figure(sets)

@@ -161,7 +161,7 @@ def test_decode_terms_shows_the_input_only_f1_which_is_perfect_when_terms_are_re
     assert headline.control == 1.0 and headline.best_of == "input-only"
     np.testing.assert_allclose(headline.over_best, result.mean_f1("ood") - 1.0)
     assert decode_terms(codes, controls=False).input_only_f1 is None
-    assert decode_rules(codes).terms.input_only_f1 == {"ood": 1.0}  # the set path of decode_rules carries it too
+    assert decode_rules(codes).extras["terms"].input_only_f1 == {"ood": 1.0}  # the set path of decode_rules carries it too
 
 
 def test_ridge_bits_shows_the_input_only_r2_which_is_perfect_when_bits_are_read_off_the_tokens(make_fuzzy):

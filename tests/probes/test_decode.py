@@ -10,7 +10,16 @@ from sklearn.linear_model import Ridge
 from sklearn.model_selection import KFold, cross_val_predict
 from sklearn.pipeline import Pipeline
 
-from probes import LatentCodes, TermDecodingResult, decode_rules, decode_terms, make_probe, ridge_bits
+from probes import (
+    BitRegressionResult,
+    LatentCodes,
+    TermDecodingResult,
+    decode_rules,
+    decode_terms,
+    extras_from_dict,
+    make_probe,
+    ridge_bits,
+)
 
 
 def test_make_probe_is_a_scaled_logistic_pipeline():
@@ -156,8 +165,9 @@ def test_fuzzy_term_probes_generalize_to_held_out_compositions(make_fuzzy):
     codes = make_fuzzy(structure="terms")
     result = decode_rules(codes)
     assert result.kind == "sets" and result.label == "terms"
-    terms = result.terms
-    assert terms is not None and result.bits is not None
+    assert sorted(result.extras) == ["term_bits", "terms"]  # keyed by the codes' own label names
+    terms = result.extras["terms"]
+    assert isinstance(terms, TermDecodingResult) and isinstance(result.extras["term_bits"], BitRegressionResult)
     assert terms.skipped == {
         12: "absent from train",
         13: "absent from train",
@@ -174,7 +184,14 @@ def test_fuzzy_term_probes_generalize_to_held_out_compositions(make_fuzzy):
     assert baseline.majority == 0.0  # the train-majority composition never occurs in held-out compositions
     assert result.layers[-1].confusion["ood"].shape == (16, 2, 2)
     assert "ridge R²" in result.table() and "no probe (n/a)" in result.table()
-    json.dumps(result.to_dict(), allow_nan=False)
+    data = json.loads(json.dumps(result.to_dict(), allow_nan=False))
+    assert "terms" not in data and "bits" not in data  # the generic result names no task's labels
+    read = extras_from_dict(data)
+    assert sorted(read) == ["term_bits", "terms"] and read["terms"]["label"] == "terms"
+    assert read["terms"]["f1"]["ood"][-1][:12] == pytest.approx(terms.f1["ood"][-1][:12].tolist())
+    old = {k: v for k, v in data.items() if k != "extras"}  # a .decode.json written before 0.3
+    old.update(terms=data["extras"]["terms"], bits=data["extras"]["term_bits"])
+    assert extras_from_dict(old) == extras_from_dict(data)
 
 
 def test_decode_terms_on_random_codes_is_poor(make_fuzzy):
@@ -244,25 +261,25 @@ def test_term_floor_is_always_present_f1_on_the_same_rows(make_fuzzy):
     present = np.zeros((codes.n_samples, 16), dtype=bool)
     present[np.arange(codes.n_samples)[:, None], terms] = True
     varies = present[train].any(axis=0) & ~present[train].all(axis=0)
-    assert result.terms.evaluated == np.flatnonzero(varies).tolist()
+    assert result.extras["terms"].evaluated == np.flatnonzero(varies).tolist()
     for split in ("test", "ood", "novel_terms"):
         rows = codes.split == split
         n, support = rows.sum(), present[rows][:, varies].sum(axis=0)
         # "present" for every row: precision s / n, recall 1 (0 when the term is absent from the split)
         expected = float(np.mean(2 * support / (n + support)))
-        assert result.terms.always_present_f1[split] == pytest.approx(expected)
+        assert result.extras["terms"].always_present_f1[split] == pytest.approx(expected)
         headline = result.headlines()["term_f1"][split]
         assert headline.floors == {"always_present": pytest.approx(expected)}
         with np.errstate(all="ignore"):
             mean_f1 = np.array([np.nanmean(row) if np.isfinite(row).any() else np.nan
-                                for row in result.terms.f1[split]])
+                                for row in result.extras["terms"].f1[split]])
         np.testing.assert_allclose(headline.over_best, mean_f1 - expected)
-    assert result.terms.always_present_f1["novel_terms"] == 0.0  # no evaluated term occurs there
+    assert result.extras["terms"].always_present_f1["novel_terms"] == 0.0  # no evaluated term occurs there
     assert result.to_dict()["headline"]["term_f1"]["ood"]["best_of"] == "always_present"
-    assert result.terms.to_dict()["headline"]["ood"]["best_of"] == "always_present"
-    table = result.terms.table()
+    assert result.extras["terms"].to_dict()["headline"]["ood"]["best_of"] == "always_present"
+    table = result.extras["terms"].table()
     assert "always-present ood" in table and "codes − best ood" in table
-    assert f"{result.terms.always_present_f1['ood']:.3f}" in table
+    assert f"{result.extras['terms'].always_present_f1['ood']:.3f}" in table
 
 
 def test_set_accuracy_floors_and_ridge_floor_on_the_same_rows(make_fuzzy):
@@ -281,9 +298,9 @@ def test_set_accuracy_floors_and_ridge_floor_on_the_same_rows(make_fuzzy):
         residual = ((bits[rows] - mean) ** 2).sum(axis=0)
         total = ((bits[rows] - bits[rows].mean(axis=0)) ** 2).sum(axis=0)
         expected = np.mean(1 - residual[total > 0] / total[total > 0])
-        assert result.bits.train_mean_r2[split] == pytest.approx(expected)
+        assert result.extras["term_bits"].train_mean_r2[split] == pytest.approx(expected)
         assert result.headlines()["bit_r2"][split].floors == {"train_mean": pytest.approx(expected)}
-    assert "train-mean ood" in result.bits.table()
+    assert "train-mean ood" in result.extras["term_bits"].table()
 
 
 def test_cells_say_na_when_not_computed_and_dash_when_undefined(make_fuzzy):
@@ -352,5 +369,5 @@ def test_term_probes_leave_constant_layers_out_too(make_fuzzy):
     codes = _with_constant_layer(make_fuzzy(n=600))
     terms = decode_terms(codes, layers="each+all", controls=False)
     assert terms.constant_layers == ["0"]
-    assert decode_rules(codes, controls=False).terms.constant_layers == ["0"]
+    assert decode_rules(codes, controls=False).extras["terms"].constant_layers == ["0"]
     assert "constant codes: 0" in terms.table()

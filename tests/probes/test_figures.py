@@ -249,7 +249,7 @@ def test_code_heatmaps_say_whether_codes_are_probabilities(make_sraven, score_no
 
 
 def test_term_f1_figure(fuzzy):
-    terms = decode_rules(fuzzy, layers="each").terms
+    terms = decode_rules(fuzzy, layers="each").extras["terms"]
     display = term_f1_figure(terms, split="ood")
     assert display.f1.shape == (2, 16) and len(display.plotly().data) == 1 + 1 + 1  # heatmap, mean F1, floor
     np.testing.assert_allclose(display.f1, np.asarray(terms.f1["ood"], dtype=float), equal_nan=True)
@@ -261,7 +261,7 @@ def test_term_f1_figure(fuzzy):
 
 
 def test_term_f1_figure_draws_the_floor_and_the_input_only_control(fuzzy):
-    terms = decode_rules(fuzzy, layers="each").terms
+    terms = decode_rules(fuzzy, layers="each").extras["terms"]
     terms = dataclasses.replace(terms, input_only_f1={s: 0.5 for s in terms.f1}, reading=None)
     display = term_f1_figure(terms, split="ood")
     floor = terms.always_present_f1["ood"]
@@ -514,7 +514,7 @@ def test_term_f1_figure_masks_constant_layers_and_labels_terms_without_a_probe(f
     codes = LatentCodes(array, fuzzy.labels, fuzzy.split, fuzzy.meta)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConstantCodesWarning)
-        terms = decode_rules(codes, layers="each+all").terms
+        terms = decode_rules(codes, layers="each+all").extras["terms"]
     assert terms.constant_layers == ["0"]
     display = term_f1_figure(terms, split="ood")
     raw = np.asarray(terms.f1["ood"])

@@ -4,7 +4,14 @@ read as their task declares today."""
 import numpy as np
 import pytest
 
-from probes import LatentCodes, decode_rules, input_features, topographic_similarity
+from probes import (
+    BitRegressionResult,
+    LatentCodes,
+    TermDecodingResult,
+    decode_rules,
+    input_features,
+    topographic_similarity,
+)
 from probes.decoding.controls import control_labels
 from probes.metadata import meta_control, meta_reading, meta_reading_inputs, meta_value
 
@@ -39,11 +46,13 @@ def test_any_task_name_is_accepted_and_its_declarations_are_read():
 
 def test_decoding_extras_and_controls_follow_the_metadata():
     result = decode_rules(_codes(DECLARED), layers="all", progress=False)
-    assert result.label == "part" and result.terms is not None and result.terms.label == "parts"
-    assert result.bits is not None and result.bits.label == "bits"
+    assert result.label == "part" and list(result.extras) == ["parts", "bits"]  # keyed by the codes' own labels
+    assert isinstance(result.extras["parts"], TermDecodingResult) and result.extras["parts"].label == "parts"
+    assert isinstance(result.extras["bits"], BitRegressionResult) and result.extras["bits"].label == "bits"
+    assert set(result.headlines()) == {"accuracy", "term_f1", "bit_r2"}
     assert result.controls.control_task is None and "stands in for selectivity" in result.controls.note
     plain = decode_rules(_codes({**DECLARED, "label_kinds": {"part": "class"}}), layers="all", progress=False)
-    assert plain.terms is None and plain.bits is None
+    assert plain.extras == {}  # no label declared a set or bits: no per-label results
 
 
 def test_input_features_follow_the_declared_control():

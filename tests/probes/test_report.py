@@ -118,7 +118,7 @@ def test_report_single_fuzzy_run_with_pca(tmp_path, make_fuzzy):
     assert text.count(PLOTLY_HEADER) == 0 and (tmp_path / "plotly.min.js").is_file()
     assert "No training metrics given" in text and "ridge R²" in text
     decoding = _strict_json(tmp_path / "summary.json")["runs"]["hyla-fuzzy"]["decoding"]
-    assert decoding["kind"] == "sets" and decoding["terms"]["skipped"] and decoding["bits"]["r2_cv"]
+    assert decoding["kind"] == "sets" and decoding["extras"]["terms"]["skipped"] and decoding["extras"]["term_bits"]["r2_cv"]
 
 
 def _summary_table(text):

@@ -216,8 +216,8 @@ def test_the_pipeline_through_the_public_api(toy_task, tmp_path):
 
     # decoding: the set label is decoded term by term because the metadata says it is a set (not the task name)
     result, path = lc.decode_run(run_dir, progress=False)
-    assert result.label == "parts" and result.kind == "sets" and result.terms is not None
-    assert result.bits is None and result.controls.control_task is None
+    assert result.label == "parts" and result.kind == "sets" and list(result.extras) == ["parts"]
+    assert result.controls.control_task is None
     assert "stands in for selectivity" in result.controls.note
     assert json.loads(path.read_text())["label"] == "parts"
     direct = probes.decode_rules(codes, progress=False)

@@ -133,7 +133,7 @@ def test_demo_analyses_the_shipped_checkpoints_without_touching_them(shipped, tm
     best = max(row["input_only_ood"], row["majority_ood"], row["chance"])
     assert row["codes_minus_control"] == pytest.approx(row["decode_ood_last"] - best)
     summary = json.loads((out / "summary.json").read_text())["runs"]
-    f1 = [np.nan if v is None else v for v in summary[next(iter(summary))]["decoding"]["terms"]["f1"]["ood"][-2]]
+    f1 = [np.nan if v is None else v for v in summary[next(iter(summary))]["decoding"]["extras"]["terms"]["f1"]["ood"][-2]]
     assert row["term_f1_ood_last"] == pytest.approx(np.nanmean(f1))
     assert row["codes_minus_input_only"] == pytest.approx(row["term_f1_ood_last"] - row["input_only_f1_ood"])
     assert "term F1 OOD (last layer)" in result.table()
