@@ -44,6 +44,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "latentcode.pipelines.run_codes": ("ensure_codes", "load_codes"),
     "latentcode.pipelines.opened_run": ("OpenRun", "open_run"),
     "latentcode.pipelines.run_report": ("report_runs",),
+    "latentcode.pipelines.run_analyses": ("register_analysis", "unregister_analysis"),
+    "latentcode.pipelines.fig5": ("fig5_analysis",),
     "latentcode.tasks": (
         "TASKS", "Batch", "CodeReading", "CompositionalTask", "FuzzyLogic", "InputChoice", "SRaven", "Task",
         "TaskPresets", "get_task", "register_task", "task_from_dict", "unregister_task"

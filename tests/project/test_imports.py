@@ -86,7 +86,8 @@ PUBLIC_API_0_2 = PUBLIC_API | {
 }  # fmt: skip
 """What 0.2 adds: the intervention runner, hook names, every shipped seed, the emergence analysis, and what a new
 task, in its own file, is written and registered with."""
-PUBLIC_API_0_3 = PUBLIC_API_0_2 | {"OpenRun", "open_run", "Explorer", "explore", "instance_picture"}
+PUBLIC_API_0_3 = PUBLIC_API_0_2 | {"OpenRun", "open_run", "Explorer", "explore", "instance_picture",
+                                     "register_analysis", "unregister_analysis", "fig5_analysis"}
 """What 0.3 adds: a run opened once, and the latent-code explorer."""
 
 
