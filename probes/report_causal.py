@@ -43,22 +43,33 @@ def alignment_table(result: Mapping[str, Any]) -> tuple[list[str], list[tuple[st
     return ALIGNMENT_HEADER, rows
 
 
+_METRIC_NAMES = {"acc": "accuracy", "r2": "R²", "loss": "loss"}
+
+
 def erasure_table(result: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, list[str]]]]:
     """The erasure table of an erasure experiment's plain result (what `erasure.json` holds: `rows` with `layer`,
-    `rank`, `acc_clean`, `acc_leace`, `acc_random`, `decode_clean`, `decode_leace`, `decode_random`,
-    `decode_floor`): (header, rows), the accuracy after LEACE beside random erasure and the decodability after it
-    beside the floor."""
+    `rank`, for each model metric `M` of `params["metrics"]` (default `["acc"]`, SRAVEN's accuracy; fuzzy logic
+    records `["r2", "loss"]`) `M_clean`, `M_leace`, `M_random`, then `decode_clean`, `decode_leace`,
+    `decode_random`, `decode_floor`): (header, rows), each model score after LEACE beside random erasure and the
+    decodability after it beside the floor."""
+    metrics = list((result.get("params") or {}).get("metrics") or ["acc"])
+    header = ["layer", "erased rank"]
+    for metric in metrics:
+        shown = _METRIC_NAMES.get(metric, metric)
+        header += [f"{shown} clean", f"{shown} LEACE", f"{shown} random erasure"]
+    header += ERASURE_HEADER[5:]
     rows = []
     for row in result.get("rows", []):
         gap = (float(row["decode_leace"]) - float(row["decode_floor"])
                if isinstance(row.get("decode_leace"), int | float) and isinstance(row.get("decode_floor"), int | float)
                else None)
-        rows.append((str(row.get("layer")), [str(row.get("rank", NA)), _cell(row, "acc_clean"),
-                                              _cell(row, "acc_leace"), _cell(row, "acc_random"),
-                                              _cell(row, "decode_clean"), _cell(row, "decode_leace"),
-                                              _cell(row, "decode_random"), _cell(row, "decode_floor"),
-                                              format_score(gap, signed=True)]))
-    return ERASURE_HEADER, rows
+        cells = [str(row.get("rank", NA))]
+        for metric in metrics:
+            cells += [_cell(row, f"{metric}_clean"), _cell(row, f"{metric}_leace"), _cell(row, f"{metric}_random")]
+        cells += [_cell(row, "decode_clean"), _cell(row, "decode_leace"), _cell(row, "decode_random"),
+                  _cell(row, "decode_floor"), format_score(gap, signed=True)]
+        rows.append((str(row.get("layer")), cells))
+    return header, rows
 
 
 def _settings(result: Mapping[str, Any], keys: Sequence[str]) -> str:

@@ -250,3 +250,20 @@ def test_the_demo_builds_its_page_once_from_its_results(tmp_path, monkeypatch):
     assert summary["seeds"] == json.loads(json.dumps(result.seeds.to_dict()))
     assert [row["decode_ood_last"] for row in result.rows] == pytest.approx(
         [summary["runs"][name]["decoding"]["headline"]["accuracy"]["ood"]["codes"][-2] for name in ("hyla", "hyla-s1")])
+
+
+def test_the_erasure_table_shows_the_model_scores_the_result_records():
+    from probes.report_causal import erasure_table
+
+    row = {"layer": 1, "rank": 3, "r2_clean": 0.91, "r2_leace": 0.85, "r2_random": 0.9, "loss_clean": 0.25,
+           "loss_leace": 0.5, "loss_random": 0.375, "decode_clean": 0.7, "decode_leace": 0.3, "decode_random": 0.69,
+           "decode_floor": 0.25}
+    header, rows = erasure_table({"params": {"metrics": ["r2", "loss"]}, "rows": [row]})
+    assert header[2:8] == ["R² clean", "R² LEACE", "R² random erasure", "loss clean", "loss LEACE",
+                           "loss random erasure"]
+    assert rows == [("1", ["3", "0.910", "0.850", "0.900", "0.250", "0.500", "0.375", "0.700", "0.300", "0.690",
+                           "0.250", "+0.050"])]
+    sraven = {"layer": 0, "rank": 6, "acc_clean": 0.5, "acc_leace": 0.25, "acc_random": 0.5, "decode_clean": 0.75,
+              "decode_leace": 0.25, "decode_random": 0.75, "decode_floor": 0.25}
+    header, rows = erasure_table({"rows": [sraven]})
+    assert header[2] == "accuracy clean" and rows[0][1][:4] == ["6", "0.500", "0.250", "0.500"]
