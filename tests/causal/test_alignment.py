@@ -24,6 +24,15 @@ from latentcode.model.transformer import build_model
 from latentcode.tasks.base import Batch
 from latentcode.tasks.fuzzy_logic import FuzzyLogic
 from latentcode.tasks.sraven import SRaven
+from tests.causal import (
+    CAUSAL,
+    CAUSAL_DOC,
+    CAUSAL_README,
+    best_alignment_cells,
+    results_csv,
+    table_rows,
+    titled_tables,
+)
 
 
 def _sraven_model(seed: int = 0):
@@ -225,3 +234,35 @@ def test_the_causal_command_rejects_bad_options_in_one_line(argv, match, capsys)
     assert main(["causal", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert match in err and "\n" not in err
+
+
+SRAVEN_MODELS = ["sraven-softmax", "sraven-linear", "sraven-hyla"]
+sraven_results = pytest.mark.skipif(not (CAUSAL / "sraven-hyla").is_dir(), reason="no committed SRAVEN causal results")
+
+
+@sraven_results
+def test_the_sraven_alignment_tables_in_the_readme_are_the_committed_results():
+    tables = titled_tables(CAUSAL_README, "| layer | k | IIA | 95% interval | identity (transplant) | random rotation "
+                           "| same-rule source (floor) | IIA, training rule sets |")
+    assert list(tables) == [*SRAVEN_MODELS, "sraven-softmax-whole-row"]
+    for name, (title, rows) in tables.items():
+        results = results_csv(CAUSAL / name / "alignment.csv")
+        (n,), (n_control,) = {r["n"] for r in results}, {r["n_control"] for r in results}
+        (unpatched,) = {f"{float(r['clean_counterfactual']):.3f}" for r in results}
+        assert title == (f"**{name}** — alignment search (IIA on held-out rule sets; n = {n} entries, same-rule "
+                         f"control n = {n_control}; unpatched model already on the counterfactual answer: "
+                         f"{unpatched})")
+        f3 = [[f"{float(r[c]):.3f}" for c in ("iia", "iia_low", "iia_high", "identity", "random", "same_rule",
+                                               "train_iia")] for r in results]
+        assert rows == [[r["layer"], r["k"], f[0], f"{f[1]}–{f[2]}", *f[3:]] for r, f in zip(results, f3, strict=True)], name
+
+
+@sraven_results
+def test_the_sraven_alignment_summary_in_the_docs_is_each_models_best_iia_beside_its_strongest_control():
+    rows = table_rows(CAUSAL_DOC, "| model | site | layer, k | best IIA | 95% interval | strongest control "
+                      "| IIA, training rule sets |")
+    folders = {"task's pairs": "", "whole row": "-whole-row"}
+    assert [(model, site) for model, site, *_ in rows] == \
+        [*((m, "task's pairs") for m in SRAVEN_MODELS), ("sraven-softmax", "whole row")]
+    for model, site, *cells in rows:
+        assert cells == best_alignment_cells(results_csv(CAUSAL / (model + folders[site]) / "alignment.csv")), model

@@ -20,6 +20,7 @@ from latentcode.causal.patching import Ablate, Site, intervene
 from latentcode.model.transformer import build_model
 from latentcode.tasks.fuzzy_logic import FuzzyLogic
 from latentcode.tasks.sraven import SRaven
+from tests.causal import CAUSAL, CAUSAL_DOC, CAUSAL_README, results_csv, table_rows, titled_tables
 
 
 def _rule_in_known_directions(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -108,3 +109,36 @@ def test_erasure_refuses_a_task_without_rule_labels_and_bad_layers():
     model = build_model(task, "hyla", "tiny").eval()
     with pytest.raises(ValueError, match="out of range"):
         erasure_experiment(model, task, layers=[9], n_samples=8, n_fit=8)
+
+
+SRAVEN_MODELS = ["sraven-softmax", "sraven-linear", "sraven-hyla"]
+sraven_results = pytest.mark.skipif(not (CAUSAL / "sraven-hyla").is_dir(), reason="no committed SRAVEN causal results")
+DECODE = ("decode_clean", "decode_leace", "decode_random", "decode_floor")
+
+
+@sraven_results
+def test_the_sraven_erasure_tables_in_the_readme_are_the_committed_results():
+    tables = titled_tables(CAUSAL_README, "| layer | rank | acc clean | acc LEACE | acc random | per-feature clean "
+                           "| per-feature LEACE | per-feature random | decode clean | decode LEACE | decode random "
+                           "| floor |")
+    assert list(tables) == SRAVEN_MODELS
+    for name, (title, rows) in tables.items():
+        results = results_csv(CAUSAL / name / "erasure.csv")
+        (n_eval,) = {r["n_eval"] for r in results}
+        assert title == (f"**{name}** — erasure (accuracy on held-out rule sets, n = {n_eval}; decoding on held-out "
+                         "instances of the training rule sets)")
+        columns = ("acc_clean", "acc_leace", "acc_random", "acc_per_feature_clean", "acc_per_feature_leace",
+                   "acc_per_feature_random", *DECODE)
+        assert rows == [[r["layer"], r["rank"], *(f"{float(r[c]):.3f}" for c in columns)] for r in results], name
+
+
+@sraven_results
+def test_the_sraven_erasure_summary_in_the_docs_is_each_models_costliest_layer():
+    rows = table_rows(CAUSAL_DOC, "| model | layer | rank | acc clean | acc LEACE | acc random | decode clean "
+                      "| decode LEACE | floor |")
+    assert [model for model, *_ in rows] == SRAVEN_MODELS
+    for model, *cells in rows:
+        results = results_csv(CAUSAL / model / "erasure.csv")
+        best = max(results, key=lambda r: float(r["acc_clean"]) - float(r["acc_leace"]))
+        assert cells == [best["layer"], best["rank"], *(f"{float(best[c]):.3f}" for c in (
+            "acc_clean", "acc_leace", "acc_random", "decode_clean", "decode_leace", "decode_floor"))], model

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,6 +29,7 @@ from latentcode.causal.patching import Site, Transplant, intervene
 from latentcode.model.transformer import build_model
 from latentcode.tasks.base import Batch
 from latentcode.tasks.fuzzy_logic import FuzzyLogic
+from tests.causal import CAUSAL, CAUSAL_DOC, CAUSAL_README, best_alignment_cells, results_csv, table_rows
 
 
 @pytest.fixture(autouse=True)
@@ -208,34 +208,19 @@ def test_the_causal_command_rejects_bad_fuzzy_logic_options_in_one_line(argv, ma
     assert match in err and "\n" not in err
 
 
-ROOT = Path(__file__).resolve().parents[2]
-CAUSAL = ROOT / "results" / "causal"
 SITES = {"query→query": "", "whole row": "-whole-row", "fixed query": "-fixed-query"}
+CHECKPOINTS = [f"fuzzy_logic-{variant}{seed}" for variant in ("softmax", "linear", "hyla") for seed in ("", "-s1", "-s2")]
+no_results = pytest.mark.skipif(not (CAUSAL / "fuzzy_logic-hyla").is_dir(), reason="no committed fuzzy-logic causal results")
 
 
-def _csv(path) -> list[dict[str, str]]:
-    with open(path, newline="") as handle:
-        return list(csv.DictReader(handle))
-
-
-def _page_rows(header_start: str) -> list[list[str]]:
-    """The cells of every row of docs/causal.md's table whose header starts with `header_start`."""
-    lines = (ROOT / "docs" / "causal.md").read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
-    table = []
-    for line in lines[start + 2:]:
-        if not line.startswith("|"):
-            break
-        table.append([cell.strip() for cell in line.strip("|").split("|")])
-    return table
-
-
-@pytest.mark.skipif(not (CAUSAL / "fuzzy_logic-hyla").is_dir(), reason="no committed fuzzy-logic causal results")
-def test_the_fuzzy_logic_alignment_table_in_the_docs_is_each_runs_largest_iia_in_the_committed_results():
-    rows = _page_rows("| model | site | layer, k | IIA |")
-    assert len(rows) == 18  # three variants x three seeds x two sites
+@no_results
+def test_the_fuzzy_logic_alignment_table_in_the_readme_is_each_runs_largest_iia_in_the_committed_results():
+    rows = table_rows(CAUSAL_README, "| model | site | layer, k | IIA | 95% interval | identity (transplant) | random "
+                      "rotation | same-function source (floor) | unpatched | IIA, training functions | n |")
+    assert [(model, site) for model, site, *_ in rows] == \
+        [(m, s) for m in CHECKPOINTS for s in ("query→query", "whole row")]  # three variants x three seeds x two sites
     for model, site, layer_k, *cells in rows:
-        results = _csv(CAUSAL / (model + SITES[site]) / "alignment.csv")
+        results = results_csv(CAUSAL / (model + SITES[site]) / "alignment.csv")
         best = max(results, key=lambda r: float(r["iia"]))
         assert layer_k == f"{best['layer']}, {best['k']}", (model, site)
         f3 = [f"{float(best[c]):.3f}" for c in ("iia", "iia_low", "iia_high", "identity", "random", "same_rule",
@@ -243,15 +228,46 @@ def test_the_fuzzy_logic_alignment_table_in_the_docs_is_each_runs_largest_iia_in
         assert cells == [f3[0], f"{f3[1]}–{f3[2]}", *f3[3:], best["n"]], (model, site)
 
 
-@pytest.mark.skipif(not (CAUSAL / "fuzzy_logic-hyla").is_dir(), reason="no committed fuzzy-logic causal results")
-@pytest.mark.parametrize(("header", "n_rows"), [("| model | site | layer | rank |", 36), ("| model | inputs |", 18)])
-def test_the_fuzzy_logic_erasure_tables_in_the_docs_are_the_committed_results(header, n_rows):
-    rows = _page_rows(header)
-    assert len(rows) == n_rows  # nine checkpoints x two layers, at two sites / on the paper's reading
+@no_results
+@pytest.mark.parametrize(("header", "sites"), [
+    ("| model | site | layer | rank | R² clean | R² LEACE | R² random | MSE clean | MSE LEACE | MSE random "
+     "| decode clean | decode LEACE | decode random | floor |", ("query→query", "whole row")),
+    ("| model | inputs | layer | rank | R² clean | R² LEACE | R² random | MSE clean | MSE LEACE | MSE random "
+     "| decode clean | decode LEACE | decode random | floor |", ("fixed query",)),
+])
+def test_the_fuzzy_logic_erasure_tables_in_the_readme_are_the_committed_results(header, sites):
+    rows = table_rows(CAUSAL_README, header)
+    # nine checkpoints x two layers, at two sites / on the paper's reading
+    assert [(model, site, layer) for model, site, layer, *_ in rows] == \
+        [(m, s, layer) for m in CHECKPOINTS for s in sites for layer in ("0", "1")]
     for model, site, layer, *cells in rows:
-        (result,) = [r for r in _csv(CAUSAL / (model + SITES[site]) / "erasure.csv") if r["layer"] == layer]
+        (result,) = [r for r in results_csv(CAUSAL / (model + SITES[site]) / "erasure.csv") if r["layer"] == layer]
         expected = [result["rank"], *(f"{float(result[c]):.3f}" for c in ("r2_clean", "r2_leace", "r2_random")),
                     *(f"{float(result[c]):.4f}" for c in ("loss_clean", "loss_leace", "loss_random")),
                     *(f"{float(result[c]):.3f}" for c in ("decode_clean", "decode_leace", "decode_random",
                                                           "decode_floor"))]
         assert cells == expected, (model, site, layer)
+
+
+@no_results
+def test_the_fuzzy_logic_alignment_summary_in_the_docs_is_each_runs_best_iia_beside_its_strongest_control():
+    rows = table_rows(CAUSAL_DOC, "| model | site | layer, k | best IIA | 95% interval | strongest control "
+                      "| IIA, training functions |")
+    assert [(model, site) for model, site, *_ in rows] == \
+        [(m, s) for m in CHECKPOINTS for s in ("query→query", "whole row")]
+    for model, site, *cells in rows:
+        results = results_csv(CAUSAL / (model + SITES[site]) / "alignment.csv")
+        assert cells == best_alignment_cells(results, same="same-function"), (model, site)
+
+
+@no_results
+def test_the_fuzzy_logic_erasure_summary_in_the_docs_is_each_runs_costliest_erasure():
+    rows = table_rows(CAUSAL_DOC, "| model | site | layer | rank | R² clean | R² LEACE | R² random | decode clean "
+                      "| decode LEACE | floor |")
+    assert [model for model, *_ in rows] == CHECKPOINTS
+    for model, site, layer, *cells in rows:
+        candidates = [(s, r) for s in SITES for r in results_csv(CAUSAL / (model + SITES[s]) / "erasure.csv")]
+        best_site, best = max(candidates, key=lambda sr: float(sr[1]["r2_clean"]) - float(sr[1]["r2_leace"]))
+        assert (site, layer) == (best_site, best["layer"]), model
+        assert cells == [best["rank"], *(f"{float(best[c]):.3f}" for c in (
+            "r2_clean", "r2_leace", "r2_random", "decode_clean", "decode_leace", "decode_floor"))], model
