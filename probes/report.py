@@ -17,7 +17,6 @@ import html
 import json
 import logging
 import os
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,9 +84,8 @@ class Report:
         n_figures: figures on the page.
         sections: the caller's sections on the page (`build_report(sections=)`).
 
-    A `Report` is also an `os.PathLike` of report.html (`open(report)`, `Path(report)`). Before 0.2 `build_report`
-    returned that path itself; its `Path` methods (`report.read_text()`, ...) still work here, with a
-    `DeprecationWarning`: use `report.path`.
+    A `Report` is also an `os.PathLike` of report.html (`open(report)`, `Path(report)`); its `Path` methods are
+    `report.path`'s.
     """
 
     path: Path
@@ -100,12 +98,6 @@ class Report:
     def __fspath__(self) -> str:
         return os.fspath(self.path)
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_") or not hasattr(Path, name):
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        warnings.warn(f"build_report() returns a Report since 0.2; use report.path.{name} (report.html)",
-                      DeprecationWarning, stacklevel=2)
-        return getattr(self.path, name)
 
 
 def _constant_title(spreads: Mapping[str, Any]) -> str:
