@@ -223,7 +223,7 @@ class Run:
         """Load a run directory: config, model weights (checked against the config) and metrics.
 
         Args:
-            run_dir: the run directory (`path=`, its name before 0.2, still works with a DeprecationWarning).
+            run_dir: the run directory.
             device: where to put the model.
 
         Raises:
