@@ -5,7 +5,8 @@
 # jaxtyping, safetensors, scikit-learn, matplotlib, pyyaml and tqdm, but no transformer-lens and some of its
 # small dependencies, and it cannot reach a registry. `import transformer_lens` also imports `datasets`, which
 # imports dill and multiprocess. The versions are those of this repository's tested environment; every file is a
-# py3 (or py312) wheel, so it serves Python 3.12. Not included: wandb (a large binary wheel that importing
+# py3 (or py312) wheel, so it serves Python 3.12. ml-collections is for the authors' JAX code that call 1 times
+# (ref/, docs/gpu.md); the machine has its other packages (jax, flax, optax, chex, absl-py). Not included: wandb (a large binary wheel that importing
 # transformer_lens or latentcode never touches), umap-learn, plotly and submitit (analysis and clusters only).
 #
 # usage: bash bench/gpu_wheels.sh            (PYTHON=... to use another interpreter's pip)
@@ -21,6 +22,7 @@ WHEELS=(
   better-abc==0.0.3
   typeguard==4.6.0
   beartype==0.23.1
+  ml-collections==1.1.0
 )
 rm -rf wheels
 mkdir wheels
