@@ -14,7 +14,7 @@ them.
     python sweeps/cpu_campaign.py results             # after a new snapshot: emergence rows, Table A1's SRAVEN
                                                       # CSV, the emergence figures and the docs' tables
 
-The queue is the sweep's (`latentcode.training.sweep.train_lane`): each lane takes the first run of `QUEUE` that is
+The queue is the sweep's (`latentcode.training.lanes.train_lane`): each lane takes the first run of `QUEUE` that is
 neither done nor taken by another lane (a lock file in runs/.locks, beside the runs, holding the lane's and its
 trainer's process ids), and trains that point of its sweep (SRAVEN: sweeps/table_a1_sraven.yaml; fuzzy logic:
 sweeps/table_a1_fuzzy_logic.yaml with 0.1's GELU and schedule) with one thread, plus, for SRAVEN, snapshots (the
@@ -39,7 +39,8 @@ import sys
 import time
 from pathlib import Path
 
-from latentcode.training.sweep import SweepPoint, held_locks, is_locked, point_command, train_lane
+from latentcode.training.lanes import held_locks, is_locked, train_lane
+from latentcode.training.sweep import SweepPoint, point_command
 from latentcode.training.sweep_grid import expand_grid, load_grid
 
 ROOT = Path(__file__).resolve().parents[1]

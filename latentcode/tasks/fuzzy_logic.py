@@ -3,7 +3,8 @@
 Each task is a disjunction of K conjunctions ("terms") over L variables under Zadeh operators; a sequence holds
 `seq_len` (x, f(x)) examples and the model regresses f at the last (query) token. The splits are explicit index
 lists drawn once from the task seed (spec §8.1). Batches are generated vectorized on the requested device; this
-module holds no model code and no per-sample Python loops.
+module holds no model code and no per-sample Python loops. How an instance is drawn (`instance_html`,
+`plot_instance`) is in `fuzzy_logic_picture.py`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from latentcode.tasks.base import (
     TaskPresets,
     check_split,
 )
+from latentcode.tasks.fuzzy_logic_picture import FuzzyLogicPicture
 from latentcode.tasks.registry import register_task
 from latentcode.tasks.sampling import (
     batch_generator,
@@ -282,24 +284,10 @@ class FuzzyLogic(CompositionalTask):
         """The 2^L term names (`term_names`): the classes of the default label, `terms`."""
         return term_names(self.config.n_variables)
 
-    def _picture(self, tokens: np.ndarray, labels: Mapping[str, Any]) -> dict[str, Any]:
-        """What both renderers draw: the function in words, the examples [seq_len, L + 1], prediction, target."""
-        tokens = np.asarray(tokens, dtype=np.float32)
-        if tokens.shape != (self.seq_len, self.d_in):
-            raise ValueError(f"tokens have shape {tokens.shape}; an instance of this fuzzy-logic task is "
-                             f"[{self.seq_len}, {self.d_in}]")
-        names = term_names(self.config.n_variables)
-        terms = np.asarray(labels["terms"]).reshape(-1) if "terms" in labels else None
-        formula = " ∨ ".join(f"({names[int(t)]})" for t in terms) if terms is not None else "terms unknown"
-        novel = terms is not None and bool((terms >= self.config.n_known_terms).any())
-        held_out = terms is not None and bool((self._comps["ood"] == np.sort(terms)).all(axis=1).any())
-        return {"examples": tokens, "formula": formula, "novel": novel, "held_out": held_out,
-                "prediction": labels.get("prediction"), "target": labels.get("target"),
-                "split": str(labels.get("split", ""))}
-
     def instance_html(self, tokens: np.ndarray, labels: Mapping[str, Any]) -> str:
         """The function f = OR of its terms, then the in-context examples (x1..xL, f(x)) as a table shaded by
-        value, the query last with the model's prediction beside the target.
+        value, the query last with the model's prediction beside the target. Drawn by
+        `fuzzy_logic_picture.FuzzyLogicPicture`, which says which labels it reads.
 
         >>> task = FuzzyLogic()
         >>> batch = task.sample(1, seed=0)
@@ -307,56 +295,16 @@ class FuzzyLogic(CompositionalTask):
         >>> page.count("<tr") == task.seq_len + 1, "∨" in page
         (True, True)
         """
-        pic = self._picture(tokens, labels)
-        n_var = self.config.n_variables
-
-        def cell(value: Any) -> str:
-            return f'<td style="background:rgba(21,101,192,{0.08 + 0.6 * float(value):.2f})">{value:.2f}</td>'
-
-        head = "".join(f"<th>x{j + 1}</th>" for j in range(n_var)) + "<th>f(x)</th>"
-        rows = []
-        for t, row in enumerate(pic["examples"]):
-            inputs = "".join(cell(v) for v in row[:n_var])
-            if t < len(pic["examples"]) - 1:
-                rows.append(f"<tr>{inputs}{cell(row[-1])}</tr>")
-                continue
-            answer = "?"
-            if pic["prediction"] is not None:
-                answer = f"<b>{float(pic['prediction']):.2f}</b>"
-                if pic["target"] is not None:
-                    answer += f" (true {float(pic['target']):.2f})"
-            rows.append(f'<tr class="lc-query" style="border-top:2px solid #333">{inputs}<td>{answer}</td></tr>')
-        marks = "".join(f' <span style="background:#c62828;color:#fff;padding:0 4px;border-radius:3px">{m}</span>'
-                        for m, on in (("held-out combination", pic["held_out"]), ("novel terms", pic["novel"]))
-                        if on)
-        split = f" · {pic['split']}" if pic["split"] else ""
-        return (f'<div class="lc-instance" style="font:11px sans-serif"><b>fuzzy logic{split}</b>{marks}'
-                f'<div style="margin:3px 0">f = {pic["formula"]}</div>'
-                f'<table style="border-collapse:collapse;text-align:right"><tr>{head}</tr>{"".join(rows)}'
-                "</table></div>")
+        return self._picture(tokens, labels).html()
 
     def plot_instance(self, tokens: np.ndarray, labels: Mapping[str, Any], ax: Any = None) -> Any:
         """The picture of `instance_html` on a matplotlib axes: the examples as a heatmap (columns x1..xL and
         f(x), the query last) under the function. Returns the axes."""
-        import matplotlib.pyplot as plt
+        return self._picture(tokens, labels).plot(ax)
 
-        pic = self._picture(tokens, labels)
-        examples = pic["examples"].copy()
-        ax = plt.subplots(figsize=(2.6, 4))[1] if ax is None else ax
-        shown = np.ma.masked_array(examples, mask=np.zeros_like(examples, dtype=bool))
-        shown.mask[-1, -1] = True
-        ax.imshow(shown, cmap="Blues", vmin=0, vmax=1.4, aspect="auto")
-        for (t, j), value in np.ndenumerate(examples):
-            last = t == len(examples) - 1 and j == examples.shape[1] - 1
-            text = "?" if last and pic["prediction"] is None else (f"{float(pic['prediction']):.2f}" if last
-                                                                   else f"{value:.2f}")
-            ax.text(j, t, text, ha="center", va="center", fontsize=5.5, fontweight="bold" if last else None)
-        ax.axhline(len(examples) - 1.5, color="black", lw=1)
-        ax.set_xticks(range(examples.shape[1]), [f"x{j + 1}" for j in range(examples.shape[1] - 1)] + ["f(x)"],
-                      fontsize=7)
-        ax.set_yticks([])
-        ax.set_title("f = " + pic["formula"].replace(" ∨ ", " ∨\n"), fontsize=7)
-        return ax
+    def _picture(self, tokens: np.ndarray, labels: Mapping[str, Any]) -> FuzzyLogicPicture:
+        return FuzzyLogicPicture.read(tokens, labels, seq_len=self.seq_len, names=term_names(self.config.n_variables),
+                                      n_known_terms=self.config.n_known_terms, ood=self._comps["ood"])
 
     def recompose(self, batch: Batch, other: Batch) -> Batch:
         """`batch`'s inputs x under `other`'s terms: targets recomputed, the query's y zeroed, `other`'s labels

@@ -3,7 +3,8 @@ through submitit. Each point is an ordinary `latentcode train ... --resume` proc
 skipped and interrupted ones continue when a sweep is run again. With `ensemble=True` (`--ensemble`), points
 that differ only in seed, learning rate, warm-up or weight decay train as one `train_ensemble` process
 (`python -m latentcode.training.sweep GROUP.json`, the only training this module starts itself); its members write
-the run directories single processes would, with the same numbers.
+the run directories single processes would, with the same numbers. Several processes sharing one queue of points
+(lanes) are `lanes.py`.
 
 Grid format (YAML; only `task` and `variants` are required)::
 
@@ -33,7 +34,6 @@ this module converts back to a number anyway.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import logging
 import os
@@ -49,8 +49,8 @@ from typing import Any
 from latentcode.training.sweep_grid import Grid, SweepPoint, expand_grid, load_grid
 from latentcode.training.train_state import is_finished, read_train_state
 
-__all__ = ["Grid", "PointResult", "SweepPoint", "expand_grid", "group_name", "group_points", "held_locks", "is_locked",
-           "load_grid", "lock_file", "point_command", "run_sweep", "train_group", "train_lane"]
+__all__ = ["Grid", "PointResult", "SweepPoint", "expand_grid", "group_name", "group_points", "load_grid",
+           "point_command", "run_sweep", "train_group"]
 
 logger = logging.getLogger(__name__)
 
@@ -139,102 +139,6 @@ def point_command(point: SweepPoint, *, threads: int | None = None, checkpoint_e
     if checkpoint_every is not None:
         command += ["--checkpoint-every", str(checkpoint_every)]
     return [*command, "--train.snapshots=true"] if snapshots else command
-
-
-def lock_file(point: SweepPoint, locks: Path) -> Path:
-    """The lock a lane holds while it trains `point`: `<locks>/<name>.lock`, beside the run directories, never in
-    one. It holds the lane's process id, and on a second line its trainer's."""
-    return Path(locks) / f"{point.name}.lock"
-
-
-def _held(path: Path) -> bool:
-    if not path.is_file():
-        return False
-    with path.open() as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(f, fcntl.LOCK_UN)
-    return False
-
-
-def is_locked(point: SweepPoint, locks: Path) -> bool:
-    """Whether a lane is training `point` now (its lock is held)."""
-    return _held(lock_file(point, locks))
-
-
-def held_locks(locks: Path) -> dict[str, list[int]]:
-    """{point name: [lane pid, trainer pid (once started)]} of every lock held under `locks` (a lock written by a
-    lane that records only its own pid gives [lane pid])."""
-    found = {}
-    for path in sorted(Path(locks).glob("*.lock")) if Path(locks).is_dir() else ():
-        if _held(path):
-            found[path.stem] = [int(word) for word in path.read_text().split() if word.isdigit()]
-    return found
-
-
-def train_lane(
-    points: Sequence[SweepPoint],
-    *,
-    locks: Path,
-    logs: Path,
-    threads: int = 1,
-    checkpoint_every: int | None = None,
-    snapshots: bool = False,
-    done: Any = None,
-) -> list[PointResult]:
-    """One lane of a queue: train the first point that is neither done nor held by another lane, then the next,
-    until none is left. Lanes in several processes share `points` through lock files (`lock_file`), so no two
-    train one run; each point is an ordinary `latentcode train ... --resume` process (`point_command`), so a point
-    stopped earlier continues where it stopped, bitwise.
-
-    A trainer that stops before its point is finished (SIGTERM: it checkpoints between two steps and exits) or
-    fails ends the lane, which then takes no other point.
-
-    Args:
-        points: the queue, in the order lanes take it.
-        locks: folder of the lock files (created).
-        logs: folder of each point's log, `<logs>/<name>.log`, appended to (created).
-        threads: torch CPU threads of each trainer (also its `OMP_NUM_THREADS`).
-        checkpoint_every, snapshots: `point_command`'s.
-        done: `done(point) -> bool`, a point that needs no training here (default: its run directory says
-            finished).
-
-    Returns:
-        What happened to each point this lane trained, in order.
-    """
-    done = done or (lambda point: is_finished(point.run_dir))
-    Path(locks).mkdir(parents=True, exist_ok=True)
-    Path(logs).mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-    results: list[PointResult] = []
-    while True:
-        for point in points:
-            if done(point):
-                continue
-            with lock_file(point, locks).open("a+") as lock:  # not "w": that would empty a holder's pids
-                try:
-                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    continue  # another lane has it
-                lock.seek(0)
-                lock.truncate()
-                log = Path(logs) / f"{point.name}.log"
-                with log.open("a") as out:
-                    trainer = subprocess.Popen(point_command(point, threads=threads, checkpoint_every=checkpoint_every,
-                                                             snapshots=snapshots),
-                                               stdout=out, stderr=subprocess.STDOUT, env=env)
-                    lock.write(f"{os.getpid()}\n{trainer.pid}\n")
-                    lock.flush()
-                    rc = trainer.wait()
-            results.append(PointResult(point, _status(rc, point), rc, log))
-            if results[-1].status != "done":
-                logger.info("lane: %s %s (exit status %d); see %s", point.name, results[-1].status, rc, log)
-                return results
-            break
-        else:
-            return results
 
 
 def _child_env(jobs: int, threads: int | None = None) -> dict[str, str]:

@@ -19,7 +19,7 @@ import torch
 from latentcode.config import model_config, train_config
 from latentcode.rundir.checkpoint import Run
 from latentcode.tasks import get_task
-from latentcode.training import sweep
+from latentcode.training import lanes
 from latentcode.training.sweep_grid import SweepPoint, expand_grid, load_grid
 from latentcode.training.train import train
 
@@ -206,7 +206,7 @@ def test_a_fresh_machine_trains_the_first_run_that_has_not_shipped(campaign, tmp
         def wait(self):
             return 1
 
-    monkeypatch.setattr(sweep.subprocess, "Popen", Failing)
+    monkeypatch.setattr(lanes.subprocess, "Popen", Failing)
     campaign.lane()
     assert started == [campaign.command("sraven-hyla-s0")]
     assert campaign.done("fuzzy_logic-hyla-s2-frac0.7") and not campaign.done("sraven-hyla-s0")
@@ -281,7 +281,7 @@ def test_a_run_stopped_stashed_and_restored_on_a_fresh_machine_ends_with_the_wei
     monkeypatch.setattr(campaign, "point", lambda n: tiny)
 
     reference = dataclasses.replace(tiny, run_dir=tmp_path / "reference" / name)
-    [result] = sweep.train_lane([reference], locks=tmp_path / "reference" / "locks", logs=tmp_path / "reference",
+    [result] = lanes.train_lane([reference], locks=tmp_path / "reference" / "locks", logs=tmp_path / "reference",
                                 **campaign._cadence(name))
     assert result.status == "done", result.log.read_text()
 
@@ -290,7 +290,7 @@ def test_a_run_stopped_stashed_and_restored_on_a_fresh_machine_ends_with_the_wei
     deadline = time.monotonic() + 300
     trainer = None
     while time.monotonic() < deadline:
-        held = sweep.held_locks(campaign.LOCKS)
+        held = lanes.held_locks(campaign.LOCKS)
         metrics = tiny.run_dir / "metrics.jsonl"
         if held.get(name, [])[1:] and metrics.is_file() and '"split": "train"' in metrics.read_text():
             trainer = held[name][1]

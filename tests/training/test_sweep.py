@@ -276,7 +276,8 @@ def test_a_point_names_its_run_directory_run_dir_and_round_trips_through_its_gro
 def test_a_lane_skips_points_another_lane_holds_and_trains_the_rest_with_its_cadence_flags(tmp_path):
     import fcntl
 
-    from latentcode.training.sweep import held_locks, is_locked, lock_file, point_command, train_lane
+    from latentcode.training.lanes import held_locks, is_locked, lock_file, train_lane
+    from latentcode.training.sweep import point_command
 
     grid = Grid.from_dict({"task": "fuzzy_logic", "variants": ["linear"], "seeds": [0, 1], "preset": "tiny",
                            "out": str(tmp_path / "runs"), "train": TINY_TRAIN})
