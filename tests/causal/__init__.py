@@ -58,15 +58,14 @@ def titled_tables(path, header: str) -> dict[str, tuple[str, list[list[str]]]]:
 
 STRONGEST_CONTROLS = {"identity": "identity", "random": "random", "same_rule": "same-rule",
                       "clean_counterfactual": "unpatched"}
-"""An alignment row's controls, as the docs' summary tables name them (fuzzy logic: same-function for same_rule)."""
+"""An alignment row's controls, as the docs' SRAVEN summary table names them."""
 
 
-def best_alignment_cells(rows: list[dict[str, str]], same: str = "same-rule") -> list[str]:
+def best_alignment_cells(rows: list[dict[str, str]]) -> list[str]:
     """The docs' summary cells for the row of largest held-out IIA: layer, k; IIA; interval; the largest of its
     four controls with its name; the IIA on the training rule sets."""
     best = max(rows, key=lambda row: float(row["iia"]))
     control = max(STRONGEST_CONTROLS, key=lambda column: float(best[column]))
-    name = same if control == "same_rule" else STRONGEST_CONTROLS[control]
     f3 = {column: f"{float(best[column]):.3f}" for column in best}
     return [f"{best['layer']}, {best['k']}", f3["iia"], f"{f3['iia_low']}–{f3['iia_high']}",
-            f"{f3[control]} ({name})", f3["train_iia"]]
+            f"{f3[control]} ({STRONGEST_CONTROLS[control]})", f3["train_iia"]]
