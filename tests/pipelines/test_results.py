@@ -197,11 +197,12 @@ def _gen_tables():
 @pytest.mark.skipif(not RESULTS.is_file(), reason="no committed results file (not a clone)")
 def test_every_generated_table_in_the_docs_is_its_commands_output():
     gen = _gen_tables()
-    page = (ROOT / "docs" / "reproduction.md").read_text()
-    commands = [m["command"] for m in gen.BLOCK.finditer(page)]
-    assert any("--per-seed" in c for c in commands) and any("--per-seed" not in c for c in commands), \
-        "docs/reproduction.md lost its generated tables (mean ± s.e. and per seed)"
-    assert {"results/emergence/README.md", "results/fig5/README.md"} <= {
+    means = [m["command"] for m in gen.BLOCK.finditer((ROOT / "docs" / "reproduction.md").read_text())]
+    per_seed = [m["command"] for m in gen.BLOCK.finditer((ROOT / "results" / "table_a1" / "README.md").read_text())]
+    assert means and not any("--per-seed" in c for c in means), "docs/reproduction.md lost its mean ± s.e. tables"
+    assert len(per_seed) == 2 and all("--per-seed" in c for c in per_seed), \
+        "results/table_a1/README.md lost its per-seed tables"
+    assert {"results/emergence/README.md", "results/fig5/README.md", "results/table_a1/README.md"} <= {
         str(path.relative_to(ROOT)) for path in gen.pages()}, "gen_tables.py no longer keeps the full tables current"
     for path in gen.pages():
         assert gen.render(path.read_text()) == path.read_text(), f"{path} is stale: run python docs/gen_tables.py"
@@ -228,9 +229,9 @@ FIG2B_HEADER = "| variant | layer 0 | layer 1 | all layers | input-only control 
 
 
 @pytest.mark.skipif(not (ROOT / "results" / "fig2b").is_dir(), reason="no committed decodings (not a clone)")
-def test_the_fig2b_table_in_the_docs_matches_the_committed_decodings():
-    page = (ROOT / "docs" / "reproduction.md").read_text()
-    assert FIG2B_HEADER in page, "docs/reproduction.md lost its Fig. 2B table"
+def test_the_fig2b_table_matches_the_committed_decodings():
+    page = (ROOT / "results" / "fig2b" / "README.md").read_text()
+    assert FIG2B_HEADER in page, "results/fig2b/README.md lost its Fig. 2B table"
     lines = page.split(FIG2B_HEADER)[1].strip().splitlines()[1:]
     table = lines[: next(i for i, line in enumerate(lines) if not line.startswith("|"))]
     rows = [line.strip("|").split("|") for line in table]

@@ -481,7 +481,7 @@ def test_a_run_whose_config_predates_the_reference_defaults_resumes_as_it_was_st
 
 
 def test_resuming_a_run_committed_to_git_and_cloned_elsewhere_continues_bitwise(tmp_path):
-    """The preemptible-machine recipe (docs/reproduction.md): commit a stopped run's resume files, clone the
+    """The preemptible-machine recipe (docs/campaign-log.md): commit a stopped run's resume files, clone the
     repository on another machine (new paths, new mtimes), resume there."""
     mcfg, task, tcfg = tiny("hyla", steps=8, warmup=1, log_every=2, eval_every=4, checkpoint_every=100)
     straight = train(mcfg, task, tcfg, tmp_path / "straight", progress=False)
