@@ -52,7 +52,7 @@ def _summaries(parser: argparse.ArgumentParser) -> dict[str, str]:
 
 def _depth_zero(text: str, pattern: str) -> list[int]:
     """Start offsets of `pattern`'s matches outside parentheses and code spans."""
-    found, depth, code = [], 0, False
+    found, depth, code, regex = [], 0, False, re.compile(pattern)
     for i, char in enumerate(text):
         if char == "`":
             code = not code
@@ -60,7 +60,7 @@ def _depth_zero(text: str, pattern: str) -> list[int]:
             depth += 1
         elif not code and char == ")":
             depth = max(depth - 1, 0)
-        elif not code and depth == 0 and re.compile(pattern).match(text, i):
+        elif not code and depth == 0 and regex.match(text, i):
             found.append(i)
     return found
 
@@ -95,7 +95,7 @@ def _argument(action: argparse.Action) -> str:
     value = "" if action.nargs == 0 else f" {action.metavar or action.dest.upper()}"
     if action.choices and not action.metavar and action.nargs != 0:
         value = " {" + ",".join(map(str, action.choices)) + "}"
-    return ", ".join(f"`{flag}{value}`" for flag in action.option_strings)
+    return ", ".join(f"`{flag}{value if i == 0 else ''}`" for i, flag in enumerate(action.option_strings))
 
 
 def _name(action: argparse.Action) -> str:
