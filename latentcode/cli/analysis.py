@@ -38,9 +38,9 @@ def _constant_codes_as_log_lines(command: Callable[[argparse.Namespace], int]) -
 
 def _add_positions(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--positions", default="paper", metavar="NAME",
-                        help="which codes: a named position of the run's task, checked once the run is loaded: paper "
-                             "(spec §4.1, every task; default), all_features (SRAVEN, one row per feature), or any "
-                             "other the task declares (Task.code_reading.positions)")
+                        help="which codes: paper (default), all_features (SRAVEN: one row per feature) or another "
+                             "position the task declares. paper is the paper's reading (spec §4.1) of every task; the "
+                             "names are the task's Task.code_reading.positions, checked once the run is loaded")
 
 
 class _InputsAction(argparse.Action):
@@ -62,11 +62,17 @@ class _InputsAction(argparse.Action):
 def _inputs_help() -> str:
     from latentcode.tasks import TASKS
 
-    per_task = "; ".join(
-        f"{name}: {', '.join(TASKS[name].code_reading.input_names)}" for name in sorted(TASKS)
+    per_task = ", ".join(
+        f"{name} {_or(TASKS[name].code_reading.input_names)}" for name in sorted(TASKS)
         if getattr(TASKS[name], "code_reading", None) is not None
     )
-    return f"the inputs the codes are read at (default: the task's first, the paper's reading, spec §4.1); {per_task}"
+    return (f"inputs to read the codes at: {per_task} (default: the first). The first is the paper's reading "
+            "(spec §4.1)")
+
+
+def _or(names: Any) -> str:
+    names = list(names)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 def _add_inputs(parser: argparse.ArgumentParser) -> None:
@@ -74,21 +80,21 @@ def _add_inputs(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_device(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", default="cpu", help="device for the model if codes must be extracted (default: cpu)")
+    parser.add_argument("--device", default="cpu",
+                        help="device for the model (default: cpu). Used only where codes must be extracted")
 
 
 def _add_out(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
-                        help="write under this folder instead of into RUN (nothing is copied there). Default: RUN "
-                             "itself for a run directory, runs/analysis/NAME[-sSEED] for a shipped checkpoint, which "
-                             "is read in place and never written into")
+                        help="output folder (default: RUN). A shipped checkpoint's is runs/analysis/NAME[-sSEED]: "
+                             "it is read in place and never written into; nothing is copied from RUN")
 
 
 def _add_n_samples(parser: argparse.ArgumentParser, *, reuses: bool = True, what: str = "") -> None:
-    default = "the codes already extracted there, else the task's" if reuses else "the task's"
+    default = "the codes already extracted, else the task's" if reuses else "the task's"
     parser.add_argument("--n-samples", "--n", dest="n_samples", type=int, default=None, metavar="N",
-                        help=f"instances per split{what} (default: {default}: 2048 for sraven and fuzzy_logic; "
-                             "recorded in every result file; --n is the old spelling)")
+                        help=f"instances per split{what} (default: {default}). The task's is 2048 for sraven and "
+                             "fuzzy_logic; the count is recorded in every result file; --n is the old spelling")
 
 
 def _open(path: Path, name: str | None, device: str) -> Any:
@@ -226,7 +232,7 @@ def _add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = _subparser(
         subparsers,
         "report",
-        help="run every probe on one or more runs and write report.html + summary.json",
+        help="probe one or more runs into report.html + summary.json",
         description="Decode, cluster, compare rules, embed and plot the codes of each run and write "
         "report.html (with plotly.min.js beside it; works offline) and summary.json, with the runs side by side and every "
         "decoding score beside its floors and the input-only control. Runs without codes at the reading get them "
@@ -237,20 +243,18 @@ def _add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     _add_run(parser, several=True)
     parser.add_argument("--out", type=Path, metavar="DIR",
-                        help="output folder (default: the run itself for one run directory, runs/analysis/NAME[-sSEED] "
-                             "for one shipped checkpoint; required for several runs, e.g. --out . for the current "
-                             "directory)")
+                        help="output folder, required for several runs (default for one: RUN). A shipped "
+                             "checkpoint's is runs/analysis/NAME[-sSEED]; --out . is the current directory")
     _add_positions(parser)
     _add_inputs(parser)
     parser.add_argument("--title", help="page title (default: the runs and the codes' reading)")
     parser.add_argument("--embed", choices=("umap", "pca"), default="umap", help="embedding (default: umap)")
     parser.add_argument("--no-explorer", dest="explorer", action="store_false",
-                        help="leave out each run's interactive explorer (1,024 codes, about 1 MB per run)")
+                        help="leave out each run's interactive explorer. It holds 1,024 codes, about 1 MB per run")
     parser.add_argument("--causal", type=Path, default=None, metavar="DIR",
-                        help="folder of `latentcode causal align|erase` results per run name (DIR/NAME/, or "
-                             "DIR/NAME/align and DIR/NAME/erase), shown in the section 'Does the model use the "
-                             "code?'; default: runs/causal, where that command writes; the committed results: "
-                             "--causal results/causal")
+                        help="folder of `latentcode causal` results to show (default: runs/causal). One folder per "
+                             "run name, DIR/NAME/ or DIR/NAME/align and DIR/NAME/erase, shown in the section 'Does "
+                             "the model use the code?'; the committed results: --causal results/causal")
     _add_n_samples(parser)
     _add_device(parser)
     _add_progress(parser)
@@ -282,8 +286,7 @@ def _add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = _subparser(
         subparsers,
         "demo",
-        help="probe the codes of the shipped softmax, linear and HYLA checkpoints (or --train small ones), "
-        "write a report",
+        help="probe the shipped softmax, linear and HYLA checkpoints (or --train small ones) into a report",
         description="The whole analysis in a few minutes on a CPU: read every shipped seed of the fuzzy-logic "
         "checkpoints (softmax, linear, HYLA trained at the paper's Table A1 setting) where they lie (nothing is "
         "copied), extract their latent codes at the paper's reading, run every probe, write report.html, and print per seed the task metric "
@@ -295,33 +298,32 @@ def _add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
         example="latentcode demo --task sraven",
     )
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
-                        help="folder for the report (and with --train the runs); default: one per task, "
-                             "runs/demo/TASK for the shipped checkpoints, runs/demo/TASK-trained with --train")
+                        help="folder for the report, and with --train the runs (default: runs/demo/TASK[-trained]). "
+                             "It is runs/demo/TASK-trained with --train")
     parser.add_argument("--train", action="store_true",
-                        help="train small models instead of analysing the shipped checkpoints")
+                        help="train small models instead of reading the shipped ones")
     parser.add_argument("--task", default=None,
-                        help="task (default: fuzzy_logic for the shipped checkpoints, "
-                             f"{DEMO_SETTINGS['task']} with --train)")
+                        help=f"task (default: fuzzy_logic, or {DEMO_SETTINGS['task']} with --train)")
     parser.add_argument("--steps", type=int, default=DEMO_SETTINGS["steps"],
                         help=f"training steps per model (default: {DEMO_SETTINGS['steps']})")
     parser.add_argument("--variants", type=_csv, default=None,
-                        help="comma-separated variants (default: softmax,linear,hyla; of the shipped checkpoints, "
-                             "those the task has)")
+                        help="comma-separated variants (default: softmax,linear,hyla). Of the shipped checkpoints, "
+                             "those the task has")
     parser.add_argument("--preset", default=DEMO_SETTINGS["preset"], metavar="PRESET",
-                        help=f"model preset with --train, one of the task's: tiny, small, paper for the built-in "
-                        f"tasks (default: {DEMO_SETTINGS['preset']}; tiny is a seconds-long smoke test)")
-    _add_n_samples(parser, reuses=False, what=" whose codes are probed")
+                        help=f"preset with --train: tiny, small or paper (default: {DEMO_SETTINGS['preset']}). "
+                        "Those of the built-in tasks, another task has its own; tiny is a seconds-long smoke test")
+    _add_n_samples(parser, reuses=False)
     parser.add_argument("--embed", choices=("umap", "pca"), default="umap", help="embedding (default: umap)")
     parser.add_argument("--seeds", type=_int_csv, default=None,
-                        help="comma-separated shipped seeds to analyse (default: every seed shipped)")
+                        help="shipped seeds to analyse, comma-separated (default: all)")
     parser.add_argument("--seed", type=int, default=0,
-                        help="seed of the extraction batches, and with --train of split, initialisation and data "
-                             "(default: 0)")
-    parser.add_argument("--device", default="cpu", help="device (default: cpu)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch CPU threads (default: 1; these small models gain little from more, and on a "
-                             "busy machine extra threads spin against other jobs)")
-    parser.add_argument("--force", action="store_true", help="retrain runs that already exist in --out")
+                        help="seed of the extraction batches and of trained runs (default: 0). With --train it "
+                             "seeds their split, initialisation and data")
+    parser.add_argument("--device", default="cpu", help="device for the model (default: cpu)")
+    parser.add_argument("--threads", type=int, default=1, metavar="N",
+                        help="torch CPU threads (default: 1). These small models gain little from more, and on a "
+                             "busy machine extra threads spin against other jobs")
+    parser.add_argument("--force", action="store_true", help="retrain the runs already in --out")
     _add_inputs(parser)
     _add_progress(parser)
     return parser

@@ -24,6 +24,8 @@ from safetensors import SafetensorError
 from latentcode._process import time_left
 from latentcode._version import __version__
 from latentcode.cli.util import (
+    SEED_HELP,
+    _add_progress,
     _add_run,
     _echo,
     _field_names,
@@ -95,7 +97,7 @@ def _add_train_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = _subparser(
         subparsers,
         "train",
-        help="train one model on a task and write a run directory",
+        help="train one model on a task into a run directory",
         description="Train one model on a task. Writes config.json, model.safetensors, a resumable checkpoint and "
         "metrics.jsonl to the run directory. Under `torchrun --nproc-per-node N -m latentcode train ...` one "
         "model trains with DDP (the global batch split across the processes).",
@@ -112,29 +114,32 @@ def _add_train_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("task", metavar="TASK", action=_TaskAction)
     parser.add_argument("--model", required=True, metavar="VARIANT", help=f"variant: {', '.join(VARIANTS)}")
     parser.add_argument("--preset", default="paper", metavar="PRESET",
-                        help=f"model and training sizes, one of the task's presets: {', '.join(PRESETS)} for the "
-                        "built-in tasks (default: paper)")
-    parser.add_argument("--steps", type=int, help="training steps (the learning-rate schedule spans them)")
+                        help=f"model and training sizes: {', '.join(PRESETS[:-1])} or {PRESETS[-1]} (default: paper). Those are the "
+                        "built-in tasks' presets; another task declares its own")
+    parser.add_argument("--steps", type=int,
+                        help="training steps (default: the preset's). The learning-rate schedule spans them")
     parser.add_argument("--seed", type=int, default=0,
-                        help="seed of the split (task.seed), initialisation, data and dropout (default: 0)")
-    parser.add_argument("--device", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
+                        help="seed of the split, initialisation, data and dropout (default: 0). The split's is "
+                        "task.seed")
+    parser.add_argument("--device", help="auto (default; cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
     parser.add_argument("--compile", action="store_true", default=None, help="torch.compile the step (CUDA)")
     parser.add_argument("--checkpoint-every", type=int, metavar="N", help="steps between checkpoints")
     parser.add_argument("--out", type=Path, metavar="DIR",
                         help="run directory (default: runs/TASK-VARIANT-PRESET-sSEED)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
     parser.add_argument("--force", action="store_true", help="delete the run in --out and start over")
-    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                        help="progress bar (default: only on a terminal)")
-    _add_threads_and_time_limit(parser, "checkpoint and exit cleanly after this many seconds of wall clock, counted "
-                                "from the start of the command (continue with --resume)")
+    _add_progress(parser)
+    _add_threads_and_time_limit(parser, "stop cleanly after this many seconds, resumable with --resume. The "
+                                "seconds are wall clock, counted from the start of the command; the run is "
+                                "checkpointed first")
     parser.set_defaults(accepts_overrides=True)
     return parser
 
 
 def _add_threads_and_time_limit(parser: argparse.ArgumentParser, time_help: str) -> None:
     parser.add_argument("--threads", type=int, metavar="N",
-                        help="torch CPU threads (default: torch's, i.e. OMP_NUM_THREADS or the core count)")
+                        help="torch CPU threads (default: torch's). Torch's default is OMP_NUM_THREADS, else the "
+                        "core count")
     parser.add_argument("--time-limit", type=float, metavar="SECONDS", help=time_help)
 
 
@@ -189,7 +194,7 @@ def _add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = _subparser(
         subparsers,
         "eval",
-        help="evaluate a trained run on its test and ood splits",
+        help="evaluate a run on its test and ood splits",
         description="Load a run directory or a shipped checkpoint and evaluate its model on fixed samples of its "
         "splits: the same instances its training evaluations used (same seed and sample count). Prints the table "
         "(or --json) and writes nothing, unless --out names a folder for eval.json.",
@@ -198,12 +203,12 @@ def _add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     _add_run(parser)
     parser.add_argument("--splits", nargs="+", default=["test", "ood"], help="splits (default: test ood)")
     parser.add_argument("--n-samples", "--samples", dest="samples", type=int, metavar="N",
-                        help="instances per split (default: the run's eval_samples; --samples is the old spelling)")
+                        help="instances per split (default: the run's eval_samples). --samples is the old spelling")
     parser.add_argument("--device", default="cpu", help="device for the model (default: cpu)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
-                        help="also write the JSON to DIR/eval.json (default: write nothing; never inside the shipped "
-                        "checkpoints, e.g. --out runs/analysis/NAME[-sSEED])")
+                        help="also write the JSON to DIR/eval.json (default: write nothing). Never inside the shipped "
+                        "checkpoints: e.g. --out runs/analysis/NAME[-sSEED]")
     return parser
 
 
@@ -248,7 +253,7 @@ def _add_info_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = _subparser(
         subparsers,
         "info",
-        help="show the config, parameter count and hook names of a run or of a task's preset model",
+        help="show a run's or task's config, parameter count and hook names",
         description="For a run directory or a shipped checkpoint: its configs, parameter count and hook names. For "
         "a task name: the model and training configs that `latentcode train` would use, with "
         "--model.*/--task.*/--train.* overrides applied. Writes nothing.",
@@ -256,10 +261,9 @@ def _add_info_parser(subparsers: Any) -> argparse.ArgumentParser:
         epilog="more examples:\n  latentcode info fuzzy_logic-hyla --seed 2\n  latentcode info runs/sraven-hyla-small-s0",
     )
     parser.add_argument("target", metavar="RUN|TASK",
-                        help="a run directory, a shipped checkpoint's name such as sraven-hyla (`latentcode "
-                        "pretrained` lists them) or a task name such as sraven")
-    parser.add_argument("--seed", type=int, default=None, metavar="K",
-                        help="with a shipped name: its seed K (`latentcode pretrained` lists the seeds)")
+                        help="a run directory, a shipped checkpoint's name (sraven-hyla; `latentcode pretrained` "
+                        "lists them) or a task name (sraven)")
+    parser.add_argument("--seed", type=int, default=None, metavar="K", help=SEED_HELP)
     parser.add_argument("--model", default="hyla", metavar="VARIANT", help="variant for a task (default: hyla)")
     parser.add_argument("--preset", default="paper", metavar="PRESET", help="preset for a task (default: paper)")
     parser.set_defaults(accepts_overrides=True)
@@ -332,7 +336,7 @@ def _add_sweep_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = _subparser(
         subparsers,
         "sweep",
-        help="train every point of a YAML grid (one run directory each), skipping finished runs",
+        help="train every point of a YAML grid, one run directory each, skipping finished runs",
         description="Expand a YAML grid (format: `python -c 'import latentcode.training.sweep; "
         "help(latentcode.training.sweep)'`) into one run directory per point and train them, K at a time locally or "
         "through submitit (Slurm, or local processes). Finished runs are skipped and interrupted ones resumed, "
@@ -344,12 +348,12 @@ def _add_sweep_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--launcher", choices=("local", "submitit"), default="local",
                         help="local subprocesses or submitit's AutoExecutor (default: local)")
     parser.add_argument("--cluster", help="submitit cluster: slurm, local or debug (default: auto-detect)")
-    parser.add_argument("--dry-run", action="store_true", help="list the runs and their status, train nothing")
+    parser.add_argument("--dry-run", action="store_true", help="list the runs and their status only")
     parser.add_argument("--ensemble", action="store_true",
-                        help="train runs that differ only in seed, lr, warmup or weight decay as one vectorized "
-                        "process each (local launcher; same results as one process per run)")
-    _add_threads_and_time_limit(parser, "wall-clock seconds for the whole sweep: running trainings checkpoint and "
-                                "exit when they run out, later ones do not start (run the sweep again to continue)")
+                        help="vectorize runs that differ only in seed, lr, warmup or weight decay. Each such group "
+                        "trains as one process (local launcher), with the same results as one process per run")
+    _add_threads_and_time_limit(parser, "seconds for the whole sweep, then trainings checkpoint and stop. Wall-clock "
+                                "seconds; later trainings do not start; run the sweep again to continue")
     return parser
 
 
@@ -389,7 +393,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
-    parser.add_argument("--version", action="version", version=f"latentcode {__version__}")
+    parser.add_argument("--version", action="version", version=f"latentcode {__version__}",
+                        help="print the version and exit")
     verbosity = parser.add_mutually_exclusive_group()
     verbosity.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     verbosity.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")

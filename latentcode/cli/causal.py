@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from latentcode.cli.util import _add_progress, _echo, _int_csv, _subparser
+from latentcode.cli.util import RUN_HELP, _add_progress, _add_run, _echo, _int_csv, _subparser
 
 DEFAULT_OUT = Path("runs") / "causal"
 """Where results go without --out: runs/causal/<run name>/<align|erase>."""
@@ -47,20 +47,18 @@ def _non_negative(text: str) -> int:
 
 
 def _common(parser: argparse.ArgumentParser, n_samples: int) -> None:
-    parser.add_argument("run", metavar="RUN",
-                        help="a run directory, or a shipped checkpoint's name (sraven-hyla, fuzzy_logic-hyla)")
+    parser.add_argument("run", metavar="RUN", help=RUN_HELP)
     parser.add_argument("--layers", type=_int_csv, default=None, help="model layers, comma-separated (default: all)")
-    parser.add_argument("--n-samples", dest="n_samples", type=_positive, default=n_samples,
+    parser.add_argument("--n-samples", dest="n_samples", type=_positive, default=n_samples, metavar="N",
                         help=f"held-out instances scored (default: {n_samples})")
-    parser.add_argument("--seed", type=_non_negative, default=None,
-                        help="with a shipped checkpoint's name, the shipped seed to open (default: the name's own "
-                        "checkpoint); also seeds the batches and fits (default: 0)")
+    parser.add_argument("--seed", type=_non_negative, default=None, metavar="K",
+                        help="seed of the batches and fits, and of a shipped name's checkpoint (default: 0)")
     parser.add_argument("--whole-row", dest="whole_row", action="store_true",
-                        help="widen each site to every key of its query (default: the task's (query, key) pairs: "
-                        "SRAVEN each feature's query and its keys in panels 7 and 8, fuzzy logic the query token "
-                        "attending to itself)")
+                        help="widen each site to every key of its query (default: the task's (query, key) pairs). "
+                        "SRAVEN's pairs are each feature's query and its keys in panels 7 and 8, fuzzy logic's the "
+                        "query token attending to itself")
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
-                        help=f"where the results go (default: {DEFAULT_OUT}/<run name>/<subcommand>)")
+                        help=f"output folder (default: {DEFAULT_OUT}/<run name>/<subcommand>)")
     parser.add_argument("--device", default="cpu", help="device for the model (default: cpu)")
     _add_progress(parser)
 
@@ -69,7 +67,7 @@ def _add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = _subparser(
         subparsers,
         "causal",
-        help="does the model use its codes? alignment search (align) and LEACE erasure (erase)",
+        help="does the model use its codes, and how well are they read?",
         description="Causal analyses of the latent codes. align: learn a rotation of each layer's code and swap "
         "its first k coordinates from a source instance; report how often the answer becomes the counterfactual "
         "one (IIA), beside the identity and a random rotation, a same-rule source, the training rule sets and a "
@@ -91,23 +89,25 @@ def _add_parser(subparsers: Any) -> argparse.ArgumentParser:
     align.add_argument("--k", type=_int_csv, default=None,
                        help="swapped dimensions, comma-separated, each in 1..n_heads (default: 1, n_heads/4, "
                        "n_heads/2)")
-    align.add_argument("--n-train", dest="n_train", type=_positive, default=512, help="training pairs (default: 512)")
+    align.add_argument("--n-train", dest="n_train", type=_positive, default=512, metavar="N",
+                       help="training pairs (default: 512)")
     align.add_argument("--steps", type=_positive, default=50, help="training steps per rotation (default: 50)")
     align.set_defaults(causal_func=_cmd_align)
     erase = _subparser(
-        commands, "erase", help="LEACE erasure of the rule (SRAVEN) or the terms (fuzzy logic) from the codes",
+        commands, "erase", help="LEACE erasure of the rule (SRAVEN) or terms (fuzzy logic) from the codes",
         description="Per layer: the model's held-out score (SRAVEN accuracy, fuzzy logic R^2 and MSE) with the rule "
         "or the function's terms erased from the codes (LEACE) and with a random subspace of the same rank erased, "
         "and the concept's decodability after each beside its floor.",
         example="latentcode causal erase sraven-hyla --n-samples 1024",
     )
     _common(erase, 1024)
-    erase.add_argument("--n-fit", dest="n_fit", type=_positive, default=2048,
-                       help="training-rule-set instances the erasers and probes fit on (default: 2048)")
+    erase.add_argument("--n-fit", dest="n_fit", type=_positive, default=2048, metavar="N",
+                       help="instances the erasers and probes fit on (default: 2048). They are drawn from the "
+                       "training rule sets")
     erase.add_argument("--inputs", default=None, metavar="NAME",
-                       help="read the codes on the task's input choice NAME for every batch (fuzzy logic: "
-                       "fixed_query, every instance sharing one query input, as the probes read them; default: "
-                       "inputs drawn as in training)")
+                       help="input choice to read every batch at (default: drawn as in training). The task's "
+                       "choice NAME holds for every batch; fuzzy logic: fixed_query, every instance sharing one query "
+                       "input, as the probes read them")
     erase.set_defaults(causal_func=_cmd_erase)
     probes = _subparser(
         commands, "probes", help="conditional, MDL and baseline probes (any task)",
@@ -116,16 +116,15 @@ def _add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "no-feature codelengths, and PCA-k, kNN, MLP and untrained-model baselines beside the linear decoder.",
         example="latentcode causal probes fuzzy_logic-hyla --seed 1",
     )
-    probes.add_argument("run", metavar="RUN", help="a run directory, or a shipped checkpoint's name (sraven-hyla)")
-    probes.add_argument("--seed", type=int, default=None, help="the shipped seed, with a checkpoint's name")
-    probes.add_argument("--n-samples", dest="n_samples", type=_positive, default=2048,
+    _add_run(probes)
+    probes.add_argument("--n-samples", dest="n_samples", type=_positive, default=2048, metavar="N",
                         help="instances per split (default: 2048)")
-    probes.add_argument("--label", default=None, help="the label probed (default: the task's)")
-    probes.add_argument("--n-resamples", dest="n_resamples", type=_positive, default=1000,
+    probes.add_argument("--label", default=None, help="label to decode (default: rule for SRAVEN, terms for fuzzy logic)")
+    probes.add_argument("--n-resamples", dest="n_resamples", type=_positive, default=1000, metavar="N",
                         help="bootstrap resamples of the intervals (default: 1000)")
     probes.add_argument("--mdl-only", dest="mdl_only", action="store_true", help="run MDL alone")
     probes.add_argument("--out", type=Path, default=None, metavar="DIR",
-                        help=f"where the results go (default: {DEFAULT_OUT}/<run name>/probes)")
+                        help=f"output folder (default: {DEFAULT_OUT}/<run name>/probes)")
     _add_progress(probes)
     probes.set_defaults(causal_func=_cmd_probes)
     return parser

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from latentcode.cli.util import _add_run, _echo, _subparser, _where
+from latentcode.cli.util import _add_progress, _add_run, _echo, _subparser, _where
 
 
 def _layers(text: str) -> list[int]:
@@ -26,10 +26,10 @@ def _layers(text: str) -> list[int]:
 def _common(parser: argparse.ArgumentParser, split: str) -> None:
     _add_run(parser)
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
-                        help="where the CSV, JSON and figure go (default: RUN/interventions for a run directory, "
-                        "runs/analysis/NAME[-sSEED]/interventions for a shipped checkpoint, which is read in place "
-                        "and never written into)")
-    parser.add_argument("--n-samples", dest="n_samples", type=int, default=1024,
+                        help="folder for the CSV, JSON and figure (default: RUN/interventions). A shipped "
+                        "checkpoint's is runs/analysis/NAME[-sSEED]/interventions: it is read in place and never "
+                        "written into")
+    parser.add_argument("--n-samples", dest="n_samples", type=int, default=1024, metavar="N",
                         help="instances drawn (default: 1024)")
     parser.add_argument("--split", default=split, help=f"split drawn from (default: {split})")
     parser.add_argument("--layers", type=_layers, default=None,
@@ -37,8 +37,7 @@ def _common(parser: argparse.ArgumentParser, split: str) -> None:
     parser.add_argument("--batch-seed", dest="batch_seed", type=int, default=0,
                         help="seed of the instances drawn (default: 0)")
     parser.add_argument("--device", default="cpu", help="device for the model (default: cpu)")
-    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                        help="progress bar (default: only on a terminal)")
+    _add_progress(parser)
 
 
 def _add_transfer_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -56,8 +55,9 @@ def _add_transfer_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     _common(parser, "test")
     parser.add_argument("--positions", choices=("row", "paper"), default="row",
-                        help="which codes of the query are transplanted: its whole row, over every key (row, "
-                        "default), or only the paper's (query, key) positions (paper)")
+                        help="row: the query's whole row (default); paper: the paper's positions. Which codes of "
+                        "the query are transplanted: row, those of every key; paper, only the paper's (query, key) "
+                        "positions")
     return parser
 
 
@@ -78,7 +78,7 @@ def _add_ablate_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = _subparser(
         subparsers,
         "ablate",
-        help="ablate each layer's latent codes and print the drop of the task metric",
+        help="ablate each layer's codes and print the drop of the task metric",
         description="Replace every latent code of one layer at a time (then of all layers at once) by its mean "
         "over reference instances (or zero, or another instance's codes) and print the task metric with and "
         "without, on the chosen split (default ood).",
@@ -87,8 +87,8 @@ def _add_ablate_parser(subparsers: Any) -> argparse.ArgumentParser:
     _common(parser, "ood")
     parser.add_argument("--method", choices=("mean", "zero", "resample"), default="mean",
                         help="replacement (default: mean)")
-    parser.add_argument("--reference-split", default="train",
-                        help="split whose codes give the mean or the resampled codes (default: train)")
+    parser.add_argument("--reference-split", default="train", metavar="SPLIT",
+                        help="split whose codes give the mean or resample (default: train)")
     return parser
 
 

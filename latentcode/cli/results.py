@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from latentcode.cli.util import RUN_HELP, _add_progress, _add_run, _echo, _int_csv, _subparser, _where
+from latentcode.cli.util import SEED_HELP, _add_progress, _add_run, _echo, _int_csv, _subparser, _where
 
 __all__ = ["COMMANDS"]
 
@@ -33,17 +33,18 @@ def _add_table_parser(subparsers: Any) -> argparse.ArgumentParser:
         epilog="shipped checkpoints:\n  latentcode table fuzzy_logic-hyla fuzzy_logic-hyla-s1 fuzzy_logic-hyla-s2",
     )
     parser.add_argument("runs", metavar="RUN", nargs="*",
-                        help=RUN_HELP.replace("a run", "run") + "; each shipped seed by its own name (NAME-sSEED)")
+                        help="run directories or shipped checkpoints' names, a shipped seed as NAME-sSEED. "
+                        "`latentcode pretrained` lists the names")
     parser.add_argument("--from", dest="from_csv", metavar="CSV", type=Path,
-                        help="read the per-seed rows from a CSV written by --csv instead of run directories")
+                        help="read the per-seed rows from a --csv file, not runs")
     parser.add_argument("--csv", metavar="FILE", type=Path, help="write the per-seed rows (test and ood) here")
     parser.add_argument("--split", default="ood", help="split of the table (default: ood)")
     parser.add_argument("--include-unfinished", action="store_true",
-                        help="also show runs that have not reached their last step (marked by their step count); a "
+                        help="also show runs short of their last step. They are marked by their step count; a "
                         "variant with a finished seed averages its finished seeds only and lists the others beside")
     parser.add_argument("--per-seed", action="store_true",
-                        help="print one line per run (metric and value network live fraction per layer) instead "
-                        "of the mean ± s.e. per variant")
+                        help="one line per run, not the mean ± s.e. per variant. The line holds the metric and the "
+                        "value network's live fraction per layer")
     return parser
 
 
@@ -98,7 +99,7 @@ def _add_export_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("run", metavar="RUN",
                         help="a finished run directory (or a shipped checkpoint's name, with --seed K for its seed K)")
     parser.add_argument("dest", metavar="DEST", type=Path, help="the new checkpoint directory")
-    parser.add_argument("--seed", type=int, default=None, metavar="K", help="with a shipped name: its seed K")
+    parser.add_argument("--seed", type=int, default=None, metavar="K", help=SEED_HELP)
     parser.add_argument("--command", default="", help="the training command, recorded in shipped.json")
     return parser
 
@@ -158,7 +159,7 @@ def _add_emergence_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = _subparser(
         subparsers,
         "emergence",
-        help="rule decoding and its controls on every snapshot of a run, against the training step",
+        help="rule decoding and its controls per snapshot of a run (--train.snapshots=true)",
         description="Read the latent codes of every snapshot a run kept (trained with --train.snapshots=true) at "
         "the task's paper reading, decode the rule from them (probes fit on training rule sets, scored on held-out "
         "ones), and write one table per layer and step: decoding accuracy, the input-only control, control-task "
@@ -167,19 +168,19 @@ def _add_emergence_parser(subparsers: Any) -> argparse.ArgumentParser:
         "it) or --out. The folder must not hold them yet; --update adds new snapshots to them.",
         example="latentcode emergence runs/table_a1_sraven/sraven-hyla-s0 --update",
     )
-    _add_run(parser, what=", with snapshots/")
+    _add_run(parser, what=". It needs snapshots/: train it with --train.snapshots=true")
     parser.add_argument("--out", metavar="DIR", type=Path,
-                        help="folder for the table and figure (default: RUN/emergence, which the report reads, for a "
-                        "run directory; runs/analysis/NAME[-sSEED]/emergence for a shipped checkpoint)")
+                        help="folder for the table and figure (default: RUN/emergence). The report finds it there; "
+                        "a shipped checkpoint's is runs/analysis/NAME[-sSEED]/emergence")
     parser.add_argument("--n-samples", "--n", dest="n_samples", type=int, default=4096, metavar="N",
-                        help="instances per split read at each snapshot (default: 4096, twice extract's and decode's "
-                        "2048, for more held-out rows per rule; --n is the short spelling)")
+                        help="instances per split read at each snapshot (default: 4096). Twice extract's and "
+                        "decode's 2048, for more held-out rows per rule; --n is the short spelling")
     parser.add_argument("--steps", type=_int_csv,
-                        help="only these snapshot steps, comma-separated (default: every snapshot)")
+                        help="snapshot steps to read, comma-separated (default: all)")
     parser.add_argument("--update", action="store_true",
-                        help="add the snapshots that --out's emergence.csv lacks (same --n-samples), fill a column an older "
-                        "table lacks, and redraw the figure, instead of refusing an --out that holds a table: for runs "
-                        "still training")
+                        help="add new snapshots to --out's table, for runs still training. Without "
+                        "it an --out that holds emergence.csv is refused; with it the same --n-samples is used, a column "
+                        "an older table lacks is filled and the figure redrawn")
     _add_progress(parser)
     return parser
 

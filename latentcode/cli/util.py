@@ -98,18 +98,18 @@ def _add_progress(parser: argparse.ArgumentParser) -> None:
 
 
 RUN_HELP = "a run directory, or a shipped checkpoint's name such as sraven-hyla (`latentcode pretrained` lists them)"
+SEED_HELP = ("with a shipped name: open its seed K (default: 0). Seed 0 is the name's own checkpoint; "
+             "`latentcode pretrained` lists the seeds")
 
 
 def _add_run(parser: argparse.ArgumentParser, *, several: bool = False, what: str = "") -> None:
-    """RUN (a path or a shipped name) and --seed (the shipped seed to open). `what` ends RUN's help (", with
+    """RUN (a path or a shipped name) and --seed (the shipped seed to open). `what` ends RUN's help (". It needs
     snapshots/", say)."""
     if several:
-        parser.add_argument("runs", metavar="RUN", nargs="+", help=RUN_HELP.replace("a run", "run") + what)
+        parser.add_argument("runs", metavar="RUN", nargs="+", help=RUN_HELP + ". Give several to compare them" + what)
     else:
         parser.add_argument("run", metavar="RUN", help=RUN_HELP + what)
-    parser.add_argument("--seed", type=int, default=None, metavar="K",
-                        help="with a shipped name: open its seed K (`latentcode pretrained` lists the seeds; default: "
-                             "the name's own checkpoint, seed 0)")
+    parser.add_argument("--seed", type=int, default=None, metavar="K", help=SEED_HELP)
 
 
 def _where(args: argparse.Namespace, target: str, sub: str = "", *,

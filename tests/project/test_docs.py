@@ -360,6 +360,46 @@ def test_cli_reference_covers_every_subcommand():
     assert not missing, f"docs/cli.md lacks {missing}; regenerate it with `python docs/gen_cli.py`"
 
 
+def test_cli_reference_finds_every_option():
+    """Every argument of every command is named in that command's section of docs/cli.md, and each of its spellings
+    (`--n-samples`, `--n`; `--progress`, `--no-progress`) is written out in that section or under "Common options",
+    read from the parsers themselves; the options before the command are named above the first section."""
+    import argparse
+
+    from latentcode.cli import build_parser
+
+    text = (DOCS / "cli.md").read_text()
+    parts = re.split(r"^#{2,3} (.+)$", text, flags=re.M)
+    head, sections = parts[0], dict(zip(parts[1::2], parts[2::2], strict=True))
+    common = sections["Common options"]
+
+    def spelled(flag: str, body: str) -> bool:
+        return re.search(rf"`{re.escape(flag)}[` ]", body) is not None
+
+    def arguments(parser):
+        return [a for a in parser._actions if a.help != argparse.SUPPRESS
+                and not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))]
+
+    def subcommands(parser, prefix=""):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield f"{prefix}{name}", sub
+                    yield from subcommands(sub, f"{prefix}{name} ")
+
+    parser = build_parser()
+    missing = [flag for a in arguments(parser) for flag in a.option_strings if not spelled(flag, head)]
+    for name, sub in subcommands(parser):
+        body = sections[f"`latentcode {name}`"]
+        for action in arguments(sub):
+            flags = action.option_strings or [action.metavar or action.dest.upper()]
+            if not spelled(flags[0], body):
+                missing.append(f"{name} {flags[0]}")
+            missing += [f"{name} {flag}" for flag in flags if not (spelled(flag, body) or spelled(flag, common))]
+    missing = list(dict.fromkeys(missing))
+    assert not missing, f"docs/cli.md does not show {missing}; regenerate it with `python docs/gen_cli.py`"
+
+
 # ---------------------------------------------------------------------------------------------------- mkdocs
 def _nav_files(nav) -> list[str]:
     if isinstance(nav, str):
