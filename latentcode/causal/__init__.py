@@ -3,7 +3,7 @@ interventions on the codes, the transfer and ablation experiments built on them,
 codes (alignment search and erasure).
 
 Modules: `patching.py`, `interventions.py`, `experiment_result.py`, `transfer.py`, `experiments.py`, `alignment.py`
-(distributed alignment search; its `Rotation` lives in `rotation.py` and its counterfactuals in
-`counterfactuals.py`, both re-exported by `alignment.py`) and `erasure.py` (LEACE). Nothing is imported here:
-import from a module, or the public names from `latentcode`.
+(distributed alignment search; its `Interchange` edit lives in `interchange.py`, its `Rotation` in `rotation.py` and
+its counterfactuals in `counterfactuals.py`, the last two re-exported by `alignment.py`) and `erasure.py` (LEACE).
+Nothing is imported here: import from a module, or the public names from `latentcode`.
 """

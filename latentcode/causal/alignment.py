@@ -1,6 +1,7 @@
-"""Distributed alignment search on latent codes (over 400 lines: the interchange edit, the rotation's training and
-the search with its controls share the site and caching helpers; the rotation is `latentcode.causal.rotation`, the
-counterfactuals `latentcode.causal.counterfactuals`).
+"""Distributed alignment search on latent codes: the rotation's training (`fit_rotation`), its score
+(`interchange_accuracy`) and the search with its controls (`alignment_search` -> `AlignmentResult`). The edit is
+`latentcode.causal.interchange`, the rotation `latentcode.causal.rotation`, the counterfactuals
+`latentcode.causal.counterfactuals`.
 
 Geiger et al. 2023 (arXiv 2303.02536) ask whether the model *uses* the rule the codes carry.
 
@@ -15,7 +16,7 @@ a hit being a prediction closer to it than to the base's own target). The interc
 how often it does.
 
 `alignment_search` runs the whole analysis on one model: per layer and k, the IIA on held-out rule sets (`ood`)
-beside the identity rotation (the plain transplant of the first k heads' codes; with k = n_heads, today's
+beside the identity rotation (the plain transplant of the first k heads' codes; with k = n_heads, a
 `Transplant`), a random rotation, the same-rule source control (the source replaced by another instance with the
 base's own rules or terms: codes move, the rule does not), the IIA on the training rule sets (`test` split) and a Wilson
 interval. A task without counterfactual ground truth is refused before any work (`counterfactual_for`).
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -41,8 +42,9 @@ from latentcode.causal.counterfactuals import (
     as_counterfactual,
     counterfactual_for,
 )
-from latentcode.causal.edits import Edit, EditFn
+from latentcode.causal.edits import EditFn
 from latentcode.causal.experiment_result import rows_table, save_rows, take, variant_name
+from latentcode.causal.interchange import interchange
 from latentcode.causal.patching import Site, _site_hook, check_layers
 from latentcode.causal.rotation import Rotation, random_rotation
 from latentcode.model.hooks import hook_name, hooks
@@ -51,7 +53,6 @@ from latentcode.tasks.base import Batch
 __all__ = [
     "AlignmentResult",
     "FunctionCounterfactual",
-    "Interchange",
     "Rotation",
     "RuleCounterfactual",
     "alignment_search",
@@ -78,56 +79,6 @@ def wilson_interval(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return max(0.0, centre - half), min(1.0, centre + half)
-
-
-@dataclass(frozen=True, eq=False)
-class Interchange(Edit):
-    """Interchange intervention: at each (query, key) pair of the site, the first k coordinates of the rotated
-    code come from the donor (source) instance, the rest from the base; instance i reads donor instance i.
-
-    With the identity rotation this is a `Transplant` of the first k heads' codes (all of them when k = n_heads).
-    The site must span every head at its pairs (the code is the vector across heads).
-
-    Attributes:
-        donor: the source batch (same shapes as the base).
-        rotation: a `Rotation`, or a float [n_heads, n_heads] orthogonal matrix.
-        k: how many rotated coordinates are swapped (1..n_heads).
-    """
-
-    donor: Batch
-    rotation: Rotation | Tensor
-    k: int
-    kind: ClassVar[str] = "interchange"
-
-    def source(self, batch: Batch) -> Batch:
-        if self.donor.x.shape != batch.x.shape:
-            raise ValueError(
-                f"source x has shape {tuple(self.donor.x.shape)} but base x has {tuple(batch.x.shape)}; draw both "
-                "from the same task with the same n_samples (base instance i reads source instance i's code)"
-            )
-        return self.donor
-
-    def bind(self, batch: Batch, cached: Mapping[str, Tensor]) -> EditFn:
-        return lambda act, mask, name: interchange(act, cached[name], mask, self.rotation, self.k)
-
-
-def interchange(base: Tensor, source: Tensor, mask: Tensor, rotation: Rotation | Tensor, k: int) -> Tensor:
-    """`Interchange` on one hook's activations [batch, head_index, query_pos, key_pos] (differentiable in the
-    rotation)."""
-    pairs = mask.any(dim=0)
-    if not bool(mask[:, pairs].all()):
-        raise ValueError("an interchange site must span every head at its (query, key) pairs; leave Site.heads=None")
-    matrix = rotation.matrix if isinstance(rotation, Rotation) else rotation
-    matrix = matrix.to(base.dtype).to(base.device)
-    if not 1 <= k <= matrix.shape[0]:
-        raise ValueError(f"k={k} must be in 1..{matrix.shape[0]} (the code dimension, n_heads)")
-    codes = base.permute(0, 2, 3, 1)  # [batch, query_pos, key_pos, head]
-    rotated_base = codes[:, pairs] @ matrix  # [batch, pair, head]
-    rotated_source = source.permute(0, 2, 3, 1)[:, pairs].to(base.dtype) @ matrix
-    mixed = torch.cat([rotated_source[..., :k], rotated_base[..., k:]], dim=-1) @ matrix.T
-    out = codes.clone()
-    out[:, pairs] = mixed
-    return out.permute(0, 3, 1, 2)
 
 
 def _check_k(k: int, n: int) -> int:

@@ -2,7 +2,8 @@
 
 An edit is pyvene's "what" beside `latentcode.causal.patching.Site`'s "where". `Edit.source` names the batch whose
 activations the edit reads (a transplant's donor, an ablation's reference), which `intervene` caches in one run;
-`Edit.bind` turns those activations into an `EditFn` for one run. A new edit is a subclass with these two methods.
+`Edit.bind` turns those activations into an `EditFn` for one run. A new edit is a subclass with these two methods
+(alignment search's `Interchange` is one, in `latentcode.causal.interchange`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,18 @@ class Edit:
         raise NotImplementedError
 
 
+def _check_paired(donor: Batch, batch: Batch, words: tuple[str, str, str]) -> Batch:
+    """`donor` when it pairs instance by instance with `batch` (the same x shape), for the edits that read a donor
+    (`Transplant`, `Interchange`); `words` are what the message calls the donor, the batch and the pairing."""
+    if donor.x.shape != batch.x.shape:
+        donor_word, batch_word, pairing = words
+        raise ValueError(
+            f"{donor_word} x has shape {tuple(donor.x.shape)} but {batch_word} x has {tuple(batch.x.shape)}; draw "
+            f"both from the same task with the same n_samples ({pairing})"
+        )
+    return donor
+
+
 @dataclass(frozen=True, eq=False)
 class Transplant(Edit):
     """The donor's activations at the site: instance i receives donor instance i's (same shapes)."""
@@ -46,12 +59,7 @@ class Transplant(Edit):
     kind: ClassVar[str] = "transplant"
 
     def source(self, batch: Batch) -> Batch:
-        if self.donor.x.shape != batch.x.shape:
-            raise ValueError(
-                f"donor x has shape {tuple(self.donor.x.shape)} but recipient x has {tuple(batch.x.shape)}; draw "
-                "both from the same task with the same n_samples (instance i receives donor instance i's codes)"
-            )
-        return self.donor
+        return _check_paired(self.donor, batch, ("donor", "recipient", "instance i receives donor instance i's codes"))
 
     def bind(self, batch: Batch, cached: Mapping[str, Tensor]) -> EditFn:
         return lambda act, mask, name: torch.where(mask, cached[name], act)

@@ -11,7 +11,6 @@ from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
 from latentcode.causal.alignment import (
-    Interchange,
     Rotation,
     alignment_search,
     counterfactual_for,
@@ -19,6 +18,7 @@ from latentcode.causal.alignment import (
     random_rotation,
     wilson_interval,
 )
+from latentcode.causal.interchange import Interchange
 from latentcode.causal.patching import Site, Transplant, intervene
 from latentcode.model.transformer import build_model
 from latentcode.tasks.base import Batch

@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from latentcode.causal.alignment import (
-    Interchange,
     alignment_search,
     counterfactual_for,
     interchange_accuracy,
@@ -25,6 +24,7 @@ from latentcode.causal.erasure import (
     random_erasers,
     set_decodability,
 )
+from latentcode.causal.interchange import Interchange
 from latentcode.causal.patching import Site, Transplant, intervene
 from latentcode.model.transformer import build_model
 from latentcode.tasks.base import Batch
