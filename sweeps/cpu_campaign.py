@@ -39,11 +39,15 @@ import sys
 import time
 from pathlib import Path
 
-from latentcode.training.lanes import held_locks, is_locked, train_lane
-from latentcode.training.sweep import SweepPoint, point_command
-from latentcode.training.sweep_grid import expand_grid, load_grid
-
 ROOT = Path(__file__).resolve().parents[1]
+# The checkout this script lives in is the library it trains with (its lanes' `python -m latentcode` run from ROOT
+# too), even where an editable install points elsewhere: a campaign run from a frozen worktree stays frozen.
+sys.path.insert(0, str(ROOT))
+
+from latentcode.training.lanes import held_locks, is_locked, train_lane  # noqa: E402
+from latentcode.training.sweep import SweepPoint, point_command  # noqa: E402
+from latentcode.training.sweep_grid import expand_grid, load_grid  # noqa: E402
+
 GRIDS = Path(__file__).resolve().parent
 """Where the sweeps of the queued runs are (sweeps/table_a1_<task>.yaml)."""
 RUNS = ROOT / "runs"
