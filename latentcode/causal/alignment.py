@@ -156,9 +156,12 @@ class _Pairs:
     source_codes: Tensor | None = None
 
 
-def _pairs(task: Any, counterfactual: Any, n: int, split: str, seed: int, device: Any, site_queries: Tensor) -> _Pairs:
-    base = counterfactual.sample(task, n, split, seed, device)
-    source = counterfactual.sample(task, n, split, seed + 1, device)
+def _pairs(task: Any, counterfactual: Any, n: int, split: str, seed: int, device: Any, site_queries: Tensor,
+           options: dict[str, Any]) -> _Pairs:
+    """`n` (base, source) pairs of `split`, drawn by the counterfactual with the input choice's `options` (none: its
+    own draw; a counterfactual that takes no options is then called as before)."""
+    base = counterfactual.sample(task, n, split, seed, device, **options)
+    source = counterfactual.sample(task, n, split, seed + 1, device, **options)
     target, informative = counterfactual.targets(task, base, source, site_queries)
     return _Pairs(base, source, target, informative)
 
@@ -348,6 +351,7 @@ def alignment_search(
     batch_size: int = 32,
     lr: float = 0.05,
     seed: int = 0,
+    inputs: str | None = None,
     counterfactual: Any = None,
     progress: bool | None = None,
 ) -> AlignmentResult:
@@ -370,14 +374,19 @@ def alignment_search(
         n_train: training pairs.
         steps, batch_size, lr: training of each rotation (`fit_rotation`).
         seed: seeds the pairs, the initial and random rotations and the minibatches.
+        inputs: an input choice the task declares for reading codes (`task.code_reading.inputs`; fuzzy logic:
+            'fixed_query', every instance sharing one query input, as the probes read the codes), used for every
+            pair's base and source (its `sample_options` go to the counterfactual's `sample`); None: the
+            counterfactual's own draw (SRAVEN unpermuted, fuzzy logic every input at random, as in training).
         counterfactual: default `counterfactual_for(task)`.
         progress: progress bar (None: only on a terminal).
 
     Raises:
         ValueError: before any work, for a task without counterfactual, a k out of 1..n_heads, a layer out of
-            range, or positions the task does not declare.
+            range, positions the task does not declare, or inputs it does not declare (or a permuted choice).
     """
     counterfactual = counterfactual_for(task) if counterfactual is None else as_counterfactual(counterfactual)
+    options = _input_options(task, inputs)
     positions = counterfactual.positions if positions is None else positions
     n = int(model.cfg.n_heads)
     ks = default_ks(n) if ks is None else [_check_k(k, n) for k in ks]
@@ -388,9 +397,13 @@ def alignment_search(
     masks = {layer: _site_layer(model, task, site) for layer, site in sites.items()}
     queries = next(iter(masks.values()))[1].any(dim=0).any(dim=1).cpu()
     device = next(model.parameters()).device
-    train = _pairs(task, counterfactual, n_train, "train", seed, device, queries)
-    held_out = _pairs(task, counterfactual, n_samples, "ood", seed + 10, device, queries)
-    seen = _pairs(task, counterfactual, n_samples, "test", seed + 20, device, queries)
+    train = _pairs(task, counterfactual, n_train, "train", seed, device, queries, options)
+    if inputs is not None and not bool(train.informative.any()):
+        raise ValueError(f"no training pair drawn at inputs={inputs!r} has an informative counterfactual (the "
+                         "source's answer and the base's differ nowhere the site reaches); choose other inputs or raise "
+                         "n_train")
+    held_out = _pairs(task, counterfactual, n_samples, "ood", seed + 10, device, queries, options)
+    seen = _pairs(task, counterfactual, n_samples, "test", seed + 20, device, queries, options)
     partner, has_partner = _same_rule_sources(counterfactual.concept(held_out.base), seed)
     control_source = take(held_out.base, partner)
     control_informative = held_out.informative & has_partner[:, None]
@@ -443,5 +456,23 @@ def alignment_search(
         params={"layers": list(chosen), "ks": ks, "site": {"hook": CODE_HOOK, "positions": positions if isinstance(
             positions, str) else "custom", "whole_row": whole_row}, "n_samples": n_samples, "n_train": n_train,
             "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "train_split": "train",
-            "heldout_split": "ood", "train_iia_split": "test", "counterfactual": counterfactual.name},
+            "heldout_split": "ood", "train_iia_split": "test", "counterfactual": counterfactual.name,
+            "inputs": inputs},
     )
+
+
+def _input_options(task: Any, inputs: str | None) -> dict[str, Any]:
+    """The `sample` keywords of the task's input choice `inputs` ({} for None); ValueError (one line) for a name
+    the task does not declare, or for a choice that permutes SRAVEN's features (the counterfactual reads feature f
+    from slot f in base and source alike)."""
+    if inputs is None:
+        return {}
+    reading = getattr(task, "code_reading", None)
+    if reading is None:
+        raise ValueError(f"inputs={inputs!r}: task {getattr(task, 'name', type(task).__name__)!r} declares no input "
+                         "choices (code_reading); leave inputs=None")
+    options = dict(reading.choice(inputs, repr(task.name)).sample_options)
+    if options.get("unpermuted") is False:
+        raise ValueError(f"inputs={inputs!r} permutes the features, but the counterfactual reads feature f from slot "
+                         "f in base and source alike; leave inputs=None")
+    return options

@@ -66,9 +66,10 @@ class RuleCounterfactual:
         """long [batch, feature]: the rules; a same-rule source shares all of them with its base."""
         return batch.labels["rules"]
 
-    def sample(self, task: Any, n: int, split: str, seed: int, device: Any) -> Batch:
-        """Instances drawn unpermuted (slot f holds feature f in base and source alike)."""
-        return task.sample(n, split, seed=seed, device=device, unpermuted=True)
+    def sample(self, task: Any, n: int, split: str, seed: int, device: Any, **options: Any) -> Batch:
+        """Instances drawn unpermuted (slot f holds feature f in base and source alike); `options` are further
+        keywords of the task's `sample` (an input choice's)."""
+        return task.sample(n, split, seed=seed, device=device, **{**options, "unpermuted": True})
 
 
 @dataclass(frozen=True)
@@ -122,9 +123,10 @@ class FunctionCounterfactual:
         """long [batch, K]: the (sorted) terms; a same-function source has exactly the base's terms."""
         return batch.labels["terms"]
 
-    def sample(self, task: Any, n: int, split: str, seed: int, device: Any) -> Batch:
-        """Instances with every input drawn at random, as in training."""
-        return task.sample(n, split, seed=seed, device=device)
+    def sample(self, task: Any, n: int, split: str, seed: int, device: Any, **options: Any) -> Batch:
+        """Instances with every input drawn at random, as in training, unless `options` (keywords of the task's
+        `sample`, an input choice's: `inputs='fixed_query'`, say) draw them otherwise."""
+        return task.sample(n, split, seed=seed, device=device, **options)
 
 
 def counterfactual_for(task: Any) -> RuleCounterfactual | FunctionCounterfactual:
@@ -167,8 +169,8 @@ class _ClassifierCounterfactual(RuleCounterfactual):
     def scores(self, task: Any, outputs: Tensor) -> Tensor:
         return self.inner.logits(task, outputs)
 
-    def sample(self, task: Any, n: int, split: str, seed: int, device: Any) -> Batch:
-        return self.inner.sample(task, n, split, seed, device)
+    def sample(self, task: Any, n: int, split: str, seed: int, device: Any, **options: Any) -> Batch:
+        return self.inner.sample(task, n, split, seed, device, **options)
 
 
 def as_counterfactual(counterfactual: Any) -> Any:

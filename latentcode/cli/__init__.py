@@ -1,10 +1,10 @@
-"""The `latentcode` command, a thin shell over the library: `app.py` builds the parser and holds `main` and
-the run commands; `analysis.py`, `interventions.py` and `results.py` add their subcommands; `util.py` holds
-the parser helpers they share. No library module imports this package.
+"""The `latentcode` command, a thin shell over the library: `app.py` builds the parser and holds `main`;
+`training.py` (train, eval, info, sweep), `analysis.py`, `results.py`, `interventions.py` and `causal.py` add their
+subcommands; `util.py` holds the parser helpers they share. No library module imports this package.
 
-Modules: `app.py`, `util.py`, `analysis.py`, `interventions.py`, `results.py`. `main` and `build_parser` are
-re-exported here, on first use (the console script is `latentcode = latentcode.cli:main`), so that importing
-one subcommand module loads no other.
+Modules: `app.py`, `util.py`, `training.py`, `analysis.py`, `results.py`, `interventions.py`, `causal.py`.
+`main` and `build_parser` are re-exported here, on first use (the console script is
+`latentcode = latentcode.cli:main`), so that importing one subcommand module loads no other.
 """
 
 from __future__ import annotations

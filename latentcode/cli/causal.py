@@ -63,6 +63,13 @@ def _common(parser: argparse.ArgumentParser, n_samples: int) -> None:
     _add_progress(parser)
 
 
+def _add_inputs(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--inputs", default=None, metavar="NAME",
+                        help="input choice to read every batch at (default: drawn as in training, SRAVEN's "
+                        "features unpermuted). The task's choice NAME holds for every batch; fuzzy logic: fixed_query, "
+                        "every instance sharing one query input, as the probes read them")
+
+
 def _add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = _subparser(
         subparsers,
@@ -92,6 +99,7 @@ def _add_parser(subparsers: Any) -> argparse.ArgumentParser:
     align.add_argument("--n-train", dest="n_train", type=_positive, default=512, metavar="N",
                        help="training pairs (default: 512)")
     align.add_argument("--steps", type=_positive, default=50, help="training steps per rotation (default: 50)")
+    _add_inputs(align)
     align.set_defaults(causal_func=_cmd_align)
     erase = _subparser(
         commands, "erase", help="LEACE erasure of the rule (SRAVEN) or terms (fuzzy logic) from the codes",
@@ -104,10 +112,7 @@ def _add_parser(subparsers: Any) -> argparse.ArgumentParser:
     erase.add_argument("--n-fit", dest="n_fit", type=_positive, default=2048, metavar="N",
                        help="instances the erasers and probes fit on (default: 2048). They are drawn from the "
                        "training rule sets")
-    erase.add_argument("--inputs", default=None, metavar="NAME",
-                       help="input choice to read every batch at (default: drawn as in training). The task's "
-                       "choice NAME holds for every batch; fuzzy logic: fixed_query, every instance sharing one query "
-                       "input, as the probes read them")
+    _add_inputs(erase)
     erase.set_defaults(causal_func=_cmd_erase)
     probes = _subparser(
         commands, "probes", help="conditional, MDL and baseline probes (any task)",
@@ -171,7 +176,7 @@ def _cmd_align(args: argparse.Namespace) -> int:
     run = load_run(run_path, device=args.device)
     result = alignment_search(run.model, run.task, layers=args.layers, ks=args.k, whole_row=args.whole_row,
                               n_samples=args.n_samples, n_train=args.n_train, steps=args.steps, seed=args.seed or 0,
-                              progress=args.progress)
+                              inputs=args.inputs, progress=args.progress)
     result.params.update(run=str(args.run), run_seed=args.seed, step=run.step)
     paths = result.save(out)
     _echo(result.table())

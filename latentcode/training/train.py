@@ -4,7 +4,7 @@
 `TrainConfig`, and one step returns a `StepOutput`. It runs in one process, or under `torchrun` as DDP (one
 model, the global batch split across processes). The optimizer and schedule are in `optim.py`, the step in
 `train_step.py`, starting/resuming/stopping in `resume.py`, evaluation in `evaluate.py`, what the run writes in
-`record.py` and the run-directory format in `checkpoint.py`; the command line is `cli/app.py`.
+`record.py` and the run-directory format in `checkpoint.py`; the command line is `cli/training.py`.
 """
 
 from __future__ import annotations

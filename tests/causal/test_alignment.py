@@ -226,6 +226,7 @@ def test_an_interchange_site_must_span_every_head():
     [
         (["align", "checkpoints/sraven-hyla", "--k", "17"], "--k 17 out of range"),
         (["align", "checkpoints/sraven-hyla", "--layers", "4"], "--layers 4 out of range"),
+        (["align", "checkpoints/sraven-hyla", "--inputs", "permuted"], "inputs='permuted' permutes the features"),
     ],
 )
 def test_the_causal_command_rejects_bad_options_in_one_line(argv, match, capsys):

@@ -192,10 +192,66 @@ def test_the_causal_command_runs_align_and_erase_on_a_tiny_fuzzy_logic_run(tiny_
     assert "erasure — fuzzy_logic" in capsys.readouterr().out
 
 
+def _informative_by_hand(task, n: int, seed: int, split: str = "ood", **options) -> int:
+    """Pairs whose two targets differ by more than the 0.1 margin at the base's query input: the base drawn with seed
+    `seed`, the source with `seed + 1` (as alignment search draws its pairs), the source's function evaluated in
+    plain Python."""
+    base = task.sample(n, split, seed=seed, **options)
+    source = task.sample(n, split, seed=seed + 1, **options)
+    counterfactual = [_by_hand(query, bits) for query, bits in
+                      zip(base.x[:, -1, :-1].tolist(), source.labels["term_bits"].tolist(), strict=True)]
+    return sum(abs(value - target) > 0.1 for value, target in zip(counterfactual, base.y.tolist(), strict=True))
+
+
+@pytest.fixture(scope="module")
+def fuzzy_run_task_seed_1(tmp_path_factory):
+    """A tiny fuzzy-logic run of task seed 1, two steps: its fixed query input leaves many informative pairs (task
+    seed 0's tiny fixed query gives every function nearly the same value)."""
+    from latentcode.cli.app import main
+    from latentcode.rundir.checkpoint import load_run
+
+    out = tmp_path_factory.mktemp("run") / "fuzzy-s1"
+    assert main(["-q", "train", "fuzzy_logic", "--model", "hyla", "--preset", "tiny", "--steps", "2", "--seed", "1",
+                 "--out", str(out), "--no-progress", "--threads", "1"]) == 0
+    return load_run(out)
+
+
+def test_causal_align_inputs_draws_every_pair_at_that_input_choice(fuzzy_run_task_seed_1, tmp_path):
+    """`--inputs fixed_query` reaches the search: its held-out entries (column n) are those of pairs that share one
+    query input, counted by hand, not those of pairs drawn as in training."""
+    from latentcode.cli.app import main
+
+    run, n, seed = str(fuzzy_run_task_seed_1.path), 64, 3
+    task = fuzzy_run_task_seed_1.task
+    expected = {inputs: _informative_by_hand(task, n, seed + 10, **({"inputs": inputs} if inputs else {}))
+                for inputs in (None, "fixed_query")}
+    assert expected[None] != expected["fixed_query"]  # the counts tell the two draws apart
+    for inputs in (None, "fixed_query"):
+        out = tmp_path / str(inputs)
+        assert main(["causal", "align", run, "--layers", "1", "--k", "1", "--n-samples", str(n), "--n-train", "16",
+                     "--steps", "1", "--seed", str(seed), "--out", str(out), "--no-progress",
+                     *(["--inputs", inputs] if inputs else [])]) == 0
+        with open(out / "alignment.csv") as handle:
+            (row,) = csv.DictReader(handle)
+        assert int(row["n"]) == expected[inputs], inputs
+        assert json.loads((out / "alignment.json").read_text())["params"]["inputs"] == inputs
+
+
+def test_alignment_search_says_when_an_input_choice_leaves_no_informative_pair():
+    """Task seed 0's tiny fixed query gives every function nearly the same value: no pair counts, counted by hand."""
+    model, task = _fuzzy_model()
+    assert _informative_by_hand(task, 64, 0, "train", inputs="fixed_query") == 0
+    with pytest.raises(ValueError, match="no training pair drawn at inputs='fixed_query'.*choose other inputs") as error:
+        alignment_search(model, task, layers=[1], ks=[1], n_train=64, inputs="fixed_query", progress=False)
+    assert "\n" not in str(error.value)
+
+
 @pytest.mark.parametrize(
     ("argv", "match"),
     [
         (["align", "fuzzy_logic-hyla", "--seed", "7"], "no seed 7 of 'fuzzy_logic-hyla' is shipped"),
+        (["align", "fuzzy_logic-hyla", "--inputs", "fixed"], "inputs='fixed' is not an input choice of 'fuzzy_logic'; "
+         "valid: fixed_query, uniform, fixed_context"),
         (["erase", "fuzzy_logic-hyla", "--seed", "1", "--layers", "2"], "--layers 2 out of range"),
         (["align", "fuzzy_logic-hyla", "--k", "9"], "--k 9 out of range"),
     ],

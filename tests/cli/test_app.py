@@ -1,5 +1,5 @@
-"""Tests of latentcode/cli/app.py: exit codes and one-line errors, --help examples, dotted overrides, each
-command."""
+"""Tests of latentcode/cli/app.py and training.py: exit codes and one-line errors, --help examples, dotted
+overrides, each command."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from latentcode.cli.app import COMMANDS, build_parser, main, split_overrides
+from latentcode.cli.app import build_parser, main, split_overrides
+from latentcode.cli.training import COMMANDS
 from latentcode.rundir.checkpoint import load_run
 from latentcode.rundir.pretrained import CHECKPOINTS_ENV
 from latentcode.training.build import parse_value
