@@ -8,18 +8,26 @@ extracts every archive of a folder under a root, replacing run directories of th
 
     python bench/gpu_pack.py pack gpu_runs $OUT --max-files 6
     python bench/gpu_pack.py unpack gpu_carry gpu_runs
+    python bench/gpu_pack.py seed sweeps/gpu_sraven_seeds12.yaml checkpoints/in-progress
+
+`seed` copies the resume state of a grid's runs from a folder of run directories named as the grid's points (the CPU
+campaign's stash, `checkpoints/in-progress/<run>/`) into the grid's run directories, where the copy is further on,
+so a call continues the campaign's runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import shutil
 import sys
 import tarfile
 from pathlib import Path
 
 MIB = 1024 * 1024
+RESUME_FILES = ("config.json", "model.safetensors", "train_state.safetensors", "train_state.json", "metrics.jsonl")
+"""What `--resume` needs of a run directory (sweeps/cpu_campaign.py stashes the same files)."""
 
 
 def _run_dirs(root: Path) -> list[Path]:
@@ -98,6 +106,33 @@ def unpack(folder: Path, root: Path) -> list[Path]:
     return extracted
 
 
+def _step(run: Path) -> int:
+    path = run / "train_state.json"
+    return json.loads(path.read_text()).get("step", 0) if path.is_file() else 0
+
+
+def seed(grid: Path, stash: Path) -> list[Path]:
+    """Copy the resume state of each of `grid`'s points found in `stash/<name>/` into the point's run directory
+    when the stash is further on; returns the run directories written."""
+    from latentcode.training.sweep_grid import expand_grid, load_grid
+
+    if not stash.is_dir():
+        raise ValueError(f"{stash} is not a folder of run directories")
+    written = []
+    for point in expand_grid(load_grid(grid)):
+        source, target = stash / point.name, Path(point.run_dir)
+        if not (source / "train_state.json").is_file() or _step(source) <= _step(target):
+            continue
+        missing = [name for name in RESUME_FILES if not (source / name).is_file()]
+        if missing:
+            raise ValueError(f"{source} lacks {', '.join(missing)}: not a whole resume state")
+        target.mkdir(parents=True, exist_ok=True)
+        for name in RESUME_FILES:
+            shutil.copy2(source / name, target / name)
+        written.append(target)
+    return written
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -109,9 +144,15 @@ def main() -> int:
     u = sub.add_parser("unpack", help="archives in FOLDER -> run directories below ROOT")
     u.add_argument("folder", type=Path)
     u.add_argument("root", type=Path)
+    s = sub.add_parser("seed", help="resume state in STASH/<run>/ -> the run directories of GRID, where further on")
+    s.add_argument("grid", type=Path)
+    s.add_argument("stash", type=Path)
     args = parser.parse_args()
     try:
-        if args.command == "pack":
+        if args.command == "seed":
+            for path in seed(args.grid, args.stash):
+                print(f"seeded {path} at step {_step(path)}")
+        elif args.command == "pack":
             for path in pack(args.root, args.out, max_mib=args.max_mib, max_files=args.max_files):
                 print(f"{path}  {path.stat().st_size / MIB:.2f} MiB")
         else:

@@ -23,6 +23,9 @@
 #   --reserve SECONDS  what is kept back for stopping and packing (default: 60)
 #   --threads N        torch CPU threads per process (default: the cores shared among the jobs)
 #   --carry DIR        archives of earlier calls to resume from (default: gpu_carry)
+#   --from DIR         also resume the grid's runs from DIR/<run>/ where further on (e.g. checkpoints/in-progress, the
+#                      CPU campaign's stash, which travels with the tree)
+#   --solo             one process per run (`--jobs` at a time), not ensembles: for runs at different steps
 #   --runs DIR         where run directories live during the call (default: gpu_runs)
 #   --wheels DIR       wheels to install (default: wheels; skipped if absent)
 #   --python PY        interpreter (default: python3, the one with torch on the GPU machine)
@@ -33,7 +36,7 @@
 set -euo pipefail
 
 GRID=sweeps/gpu_sraven_core.yaml JOBS=3 SMOKE=0 SMOKE_ONLY=0 SMOKE_ARGS="" BUDGET=540 RESERVE=60 THREADS="" TESTS=0
-BENCH=0 BENCH_ARGS="" GRAPH=auto REF=ref REF_STEPS=200
+BENCH=0 BENCH_ARGS="" GRAPH=auto REF=ref REF_STEPS=200 FROM="" ENSEMBLE=--ensemble
 CARRY=gpu_carry RUNS=gpu_runs WHEELS=wheels PY=python3 PIP_ARGS=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -52,6 +55,8 @@ while [ $# -gt 0 ]; do
     --reserve) RESERVE=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
     --carry) CARRY=$2; shift 2 ;;
+    --from) FROM=$2; shift 2 ;;
+    --solo) ENSEMBLE=""; shift ;;
     --runs) RUNS=$2; shift 2 ;;
     --wheels) WHEELS=$2; shift 2 ;;
     --python) PY=$2; shift 2 ;;
@@ -83,6 +88,9 @@ export PYTHONPATH="$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 # 2. the run directories of earlier calls
 if ls "$CARRY"/runs-*.tar.gz* >/dev/null 2>&1; then
   "$PY" bench/gpu_pack.py unpack "$CARRY" "$RUNS"
+fi
+if [ -n "$FROM" ]; then
+  "$PY" bench/gpu_pack.py seed "$GRID" "$FROM"
 fi
 
 # 3. GPU tests and smoke test
@@ -130,7 +138,8 @@ yaml.safe_dump(g, open(sys.argv[2], 'w'))" "$GRID" "$SCRATCH/grid-graphed.yaml"
       GRID=$SCRATCH/grid-graphed.yaml
     fi
     echo "== training for at most ${LEFT} s (cuda_graph $GRAPH)"
-    "$PY" -m latentcode sweep "$GRID" --ensemble --jobs "$JOBS" --time-limit "$LEFT" \
+    # shellcheck disable=SC2086  # ENSEMBLE is --ensemble or nothing
+    "$PY" -m latentcode sweep "$GRID" $ENSEMBLE --jobs "$JOBS" --time-limit "$LEFT" \
       ${THREADS:+--threads "$THREADS"} || status=$?
   else
     echo "== no time left to train (${LEFT} s)"
