@@ -26,8 +26,6 @@ import tarfile
 from pathlib import Path
 
 MIB = 1024 * 1024
-RESUME_FILES = ("config.json", "model.safetensors", "train_state.safetensors", "train_state.json", "metrics.jsonl")
-"""What `--resume` needs of a run directory (sweeps/cpu_campaign.py stashes the same files)."""
 
 
 def _run_dirs(root: Path) -> list[Path]:
@@ -114,6 +112,7 @@ def _step(run: Path) -> int:
 def seed(grid: Path, stash: Path) -> list[Path]:
     """Copy the resume state of each of `grid`'s points found in `stash/<name>/` into the point's run directory
     when the stash is further on; returns the run directories written."""
+    from latentcode.rundir.files import RunFiles
     from latentcode.training.sweep_grid import expand_grid, load_grid
 
     if not stash.is_dir():
@@ -123,12 +122,13 @@ def seed(grid: Path, stash: Path) -> list[Path]:
         source, target = stash / point.name, Path(point.run_dir)
         if not (source / "train_state.json").is_file() or _step(source) <= _step(target):
             continue
-        missing = [name for name in RESUME_FILES if not (source / name).is_file()]
+        files = RunFiles(source).resume_state
+        missing = [path.name for path in files if not path.is_file()]
         if missing:
             raise ValueError(f"{source} lacks {', '.join(missing)}: not a whole resume state")
         target.mkdir(parents=True, exist_ok=True)
-        for name in RESUME_FILES:
-            shutil.copy2(source / name, target / name)
+        for path in files:
+            shutil.copy2(path, target / path.name)
         written.append(target)
     return written
 

@@ -2,7 +2,7 @@
 
     python docs/gpu_tables.py bench results/gpu/h100                 # the benchmark table of call 1
     python docs/gpu_tables.py bench-summary results/gpu/h100         # its summary: a row per variant
-    python docs/gpu_tables.py calls results/gpu/h100                 # each call: its parts' times, steps trained
+    python docs/gpu_tables.py calls results/gpu/h100                 # each call: wall clock, training window, steps
     python docs/gpu_tables.py compare --out results/gpu/h100/devices.csv RUN_DIR...   # write the device CSV
     python docs/gpu_tables.py devices results/gpu/h100/devices.csv   # held-out accuracy by step, run and device
 
@@ -23,11 +23,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNBOOK_PART = re.compile(r"^== (?P<what>gpu tests|benchmark table|reference timing) done at (?P<s>\d+) s")
 TRAIN_FOR = re.compile(r"^== training for at most (?P<s>\d+) s \(cuda_graph (?P<graph>\w+)\)")
 DONE = re.compile(r"^== done at (?P<s>\d+) s")
 STOPPED = re.compile(r"time limit reached at step (?P<step>\d+) of (?P<total>\d+)")
-RESUMED = re.compile(r"resum\w* .*?step (?P<step>\d+)")
 RUN_LINE = re.compile(r"^run: \S+ \((?P<name>[\w-]+), step \d+ of \d+\)")
 
 
@@ -64,12 +62,10 @@ def bench_summary(folder: Path) -> str:
 
 
 def _call(folder: Path) -> dict:
-    """One call's record: its parts' end times, the training window and the step each ensemble reached."""
-    parts, train_s, graph, done_s = {}, None, None, None
+    """One call's record: its wall clock, the training window and the step each ensemble reached."""
+    train_s, graph, done_s = None, None, None
     for line in (folder / "runbook.log").read_text().splitlines():
-        if m := RUNBOOK_PART.match(line):
-            parts[m["what"]] = int(m["s"])
-        elif m := TRAIN_FOR.match(line):
+        if m := TRAIN_FOR.match(line):
             train_s, graph = int(m["s"]), m["graph"]
         elif m := DONE.match(line):
             done_s = int(m["s"])
@@ -79,7 +75,7 @@ def _call(folder: Path) -> dict:
         stopped = STOPPED.search(text)
         names = [m["name"] for m in map(RUN_LINE.match, text.splitlines()) if m]
         ensembles[log.stem] = {"runs": names, "step": int(stopped["step"]) if stopped else None}
-    return {"parts": parts, "train_s": train_s, "graph": graph, "done_s": done_s, "ensembles": ensembles}
+    return {"train_s": train_s, "graph": graph, "done_s": done_s, "ensembles": ensembles}
 
 
 def calls(folder: Path) -> str:

@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # too), even where an editable install points elsewhere: a campaign run from a frozen worktree stays frozen.
 sys.path.insert(0, str(ROOT))
 
+from latentcode.rundir.files import RunFiles  # noqa: E402
 from latentcode.training.lanes import held_locks, is_locked, train_lane  # noqa: E402
 from latentcode.training.sweep import SweepPoint, point_command  # noqa: E402
 from latentcode.training.sweep_grid import expand_grid, load_grid  # noqa: E402
@@ -65,7 +66,7 @@ QUEUE = [*FUZZY, "sraven-softmax-s0", "sraven-hyla-s0", "sraven-linear-s0", "sra
 """The six short fuzzy-logic runs first (about 45 core-minutes each; issue 17 cannot close without them, and they
 delay the SRAVEN runs by about two hours of the machine), then issue 19's order: seed 0 of softmax and HYLA side by
 side, linear seed 0, then seeds 1 and 2 (HYLA first)."""
-RESUME_FILES = ("config.json", "model.safetensors", "train_state.safetensors", "train_state.json", "metrics.jsonl")
+RESUME_FILES = tuple(path.name for path in RunFiles(".").resume_state)
 
 
 CHECKPOINT_EVERY = 2000

@@ -74,6 +74,12 @@ class RunFiles:
         return self.root / TRAIN_STATE_META_FILE
 
     @property
+    def resume_state(self) -> tuple[Path, ...]:
+        """The files `--resume` continues from: config, weights, optimizer state and its scalars, the training log
+        (what a copy of an unfinished run must hold)."""
+        return (self.config, self.model, self.train_state, self.train_state_meta, self.metrics)
+
+    @property
     def manifest(self) -> Path:
         """manifest.json: the files latentcode wrote besides the fixed ones (what `--force` may remove)."""
         return self.root / MANIFEST_FILE
