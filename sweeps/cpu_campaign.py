@@ -1,27 +1,30 @@
-"""Paper-scale training on a 2-core CPU, across sessions and machines (issues 17 and 19): a queue of Table A1 runs,
-trained by lanes of one thread each, whose resume state is stashed in the repository so a fresh clone continues
-them.
+"""Paper-scale training on a 2-core CPU, across sessions and machines (issues 17, 19 and 31): a queue of Table A1
+and Fig. 2B runs, trained by lanes of one thread each, whose resume state is stashed in the repository so a fresh
+clone continues them.
 
     python sweeps/cpu_campaign.py status              # every run: step, finished, running, stashed; speed and
                                                       # hours left of a run under way, and of the whole queue
     python sweeps/cpu_campaign.py start --lanes 2     # restore stashed runs, then train the queue in the background
     python sweeps/cpu_campaign.py stash               # stop the trainings (each checkpoints), copy their resume
                                                       # state to checkpoints/in-progress/<run>/ (then `git add` it;
-                                                      # a finished run keeps its state there until it has shipped)
+                                                      # a finished run keeps its state there until its result is
+                                                      # committed)
     python sweeps/cpu_campaign.py stash --restart 2   # the same mid-session: then start 2 lanes again at once
-    python sweeps/cpu_campaign.py ship                # export each finished SRAVEN run to checkpoints/ (then
-                                                      # `git add` it; the next stash drops its resume state)
-    python sweeps/cpu_campaign.py results             # after a new snapshot: emergence rows, Table A1's SRAVEN
-                                                      # CSV, the emergence figures and the docs' tables
+    python sweeps/cpu_campaign.py ship                # export each finished SRAVEN and Fig. 2B run to checkpoints/
+                                                      # (then `git add` it; the next stash drops its resume state)
+    python sweeps/cpu_campaign.py results             # after a new snapshot or a finished run: emergence rows,
+                                                      # Table A1's CSVs, the Fig. 2B decodes, the figures and the
+                                                      # docs' tables
 
-The queue is the sweep's (`latentcode.training.lanes.train_lane`): each lane takes the first run of `QUEUE` that is
-neither done nor taken by another lane (a lock file in runs/.locks, beside the runs, holding the lane's and its
-trainer's process ids), and trains that point of its sweep (SRAVEN: sweeps/table_a1_sraven.yaml; fuzzy logic:
-sweeps/table_a1_fuzzy_logic.yaml with 0.1's GELU and schedule) with one thread, plus, for SRAVEN, snapshots (the
-weights of every evaluation, for the emergence analysis) and a 2,000-step checkpoint cadence; neither changes the
-numbers, and a resume may leave them out. `stash` stops the lanes it finds in the lock files and SIGTERMs their
-trainers, which write a checkpoint between two steps, so the copy is a whole resume state; `start` again continues
-bitwise. Snapshots and logs are not stashed (see docs/campaign-log.md).
+The queue (`QUEUE`): the fuzzy-logic seeds 1 and 2, the nine SRAVEN runs, the three Fig. 2B runs at sequence length
+96, then the fuzzy-logic ablation rows. Each lane takes the first run of the queue that is neither done nor taken by
+another lane (`latentcode.training.lanes.train_lane`; a lock file in runs/.locks, beside the runs, holding the
+lane's and its trainer's process ids), and trains that point of its sweep (`SWEEP`: sweeps/table_a1_sraven.yaml,
+sweeps/table_a1_fuzzy_logic.yaml with 0.1's GELU and schedule, sweeps/fig2_fuzzy_logic_latent.yaml) with one thread,
+plus, for SRAVEN, snapshots (the weights of every evaluation, for the emergence analysis) and a 2,000-step checkpoint
+cadence; neither changes the numbers, and a resume may leave them out. `stash` stops the lanes it finds in the lock
+files and SIGTERMs their trainers, which write a checkpoint between two steps, so the copy is a whole resume state;
+`start` again continues bitwise. Snapshots and logs are not stashed (see docs/campaign-log.md).
 """
 
 from __future__ import annotations
@@ -61,11 +64,28 @@ FUZZY = ["fuzzy_logic-softmax-s1-frac0.7", "fuzzy_logic-linear-s1-frac0.7", "fuz
 """Table A1's fuzzy-logic seeds 1 and 2 (issue 17 ships every seed), retrained as 0.1 trained them (exact GELU,
 the v0.1 schedule): their OOD R² must equal results/table_a1_fuzzy_logic.csv. The two HYLA runs (the slowest)
 go side by side, so both lanes finish at about the same time."""
-QUEUE = [*FUZZY, "sraven-softmax-s0", "sraven-hyla-s0", "sraven-linear-s0", "sraven-hyla-s1", "sraven-hyla-s2",
-         "sraven-softmax-s1", "sraven-softmax-s2", "sraven-linear-s1", "sraven-linear-s2"]
-"""The six short fuzzy-logic runs first (about 45 core-minutes each; issue 17 cannot close without them, and they
-delay the SRAVEN runs by about two hours of the machine), then issue 19's order: seed 0 of softmax and HYLA side by
-side, linear seed 0, then seeds 1 and 2 (HYLA first)."""
+SRAVEN = ["sraven-softmax-s0", "sraven-hyla-s0", "sraven-linear-s0", "sraven-hyla-s1", "sraven-hyla-s2",
+          "sraven-softmax-s1", "sraven-softmax-s2", "sraven-linear-s1", "sraven-linear-s2"]
+"""Issue 19's order: seed 0 of softmax and HYLA side by side, linear seed 0, then seeds 1 and 2 (HYLA first)."""
+FIG2B = ["fuzzy_logic-softmax-s2024-frac0.5", "fuzzy_logic-linear-s2024-frac0.5", "fuzzy_logic-hyla-s2024-frac0.5"]
+"""Fig. 2B at the paper's setting (sweeps/fig2_fuzzy_logic_latent.yaml: sequence length 96, half of the term pairs
+held out, seed 2024), trained with today's defaults; each ships as `fuzzy_logic_latent-<variant>`."""
+ABLATION_VARIANTS = ("hyla_linear", "linear_rmshead", "hyla_no_rmshead", "softmax_hyla", "hyla_linear_no_rmshead",
+                     "hyla+moe", "softmax+moe", "linear+moe")
+"""Table A1's fuzzy-logic ablation rows that latentcode builds (HYLA+ and "linear + RMSHead + nonlinear value" are
+not in the reference code), in issue 31's order: the three it names first, then the others by how far the paper's
+value sits from the nearest of its core rows (softmax 63.28, linear 59.89, HYLA 81.13)."""
+ABLATIONS = [f"fuzzy_logic-{variant}-s{seed}-frac0.7" for variant in ABLATION_VARIANTS for seed in (0, 1, 2)]
+"""Three seeds of each ablation row, at the Table A1 setting and, like the core rows they are compared with, 0.1's
+GELU and schedule. They do not ship: their rows in results/table_a1_fuzzy_logic.csv are what a fresh clone keeps."""
+QUEUE = [*FUZZY, *SRAVEN, *FIG2B, *ABLATIONS]
+"""The six short fuzzy-logic runs first (about 45 core-minutes each; issue 17 cannot close without them), then the
+SRAVEN runs, then issue 31's: the three Fig. 2B runs, then the ablation rows."""
+SWEEP = {**dict.fromkeys(SRAVEN, "table_a1_sraven"), **dict.fromkeys([*FUZZY, *ABLATIONS], "table_a1_fuzzy_logic"),
+         **dict.fromkeys(FIG2B, "fig2_fuzzy_logic_latent")}
+"""The sweep (sweeps/<name>.yaml) each queued run is a point of; its runs live in runs/<name>/."""
+SHIPS = (*SRAVEN, *FIG2B)
+"""The runs that ship to checkpoints/ when they finish (the fuzzy-logic seeds of `FUZZY` shipped earlier)."""
 RESUME_FILES = tuple(path.name for path in RunFiles(".").resume_state)
 
 
@@ -76,17 +96,15 @@ FUZZY_V01 = {"model": {"act_fn": "gelu"}, "train": {"lr_schedule": "v0.1"}}
 
 
 def run_dir(name: str) -> Path:
-    """Where a queued run lives: the folder its sweep (sweeps/table_a1_*.yaml) gives it."""
-    task = name.split("-")[0]
-    return RUNS / f"table_a1_{task}" / name
+    """Where a queued run lives: the folder its sweep (`SWEEP`) gives it."""
+    return RUNS / SWEEP[name] / name
 
 
 def point(name: str) -> SweepPoint:
-    """The sweep point of one queued run (sweeps/table_a1_<task>.yaml's), living at `run_dir(name)`; a fuzzy-logic
-    run with 0.1's GELU and schedule (`FUZZY_V01`)."""
-    task = name.split("-")[0]
-    found = dataclasses.replace(_grid_points(GRIDS / f"table_a1_{task}.yaml")[name], run_dir=run_dir(name))
-    if task == "fuzzy_logic":
+    """The sweep point of one queued run (its `SWEEP`'s), living at `run_dir(name)`; a Table A1 fuzzy-logic run
+    with 0.1's GELU and schedule (`FUZZY_V01`)."""
+    found = dataclasses.replace(_grid_points(GRIDS / f"{SWEEP[name]}.yaml")[name], run_dir=run_dir(name))
+    if SWEEP[name] == "table_a1_fuzzy_logic":
         found = dataclasses.replace(found, model={**found.model, **FUZZY_V01["model"]},
                                     train={**found.train, **FUZZY_V01["train"]})
     return found
@@ -113,9 +131,29 @@ def _state(run: Path) -> dict:
 
 
 def done(name: str) -> bool:
-    """Whether a queued run needs no more training here: its run directory says finished, or it has shipped to
-    checkpoints/ (a fresh machine has no runs/ of the runs finished on an earlier one, only their checkpoints)."""
-    return bool(_state(run_dir(name)).get("finished")) or (ROOT / "checkpoints" / shipped_name(name)).is_dir()
+    """Whether a queued run needs no more training here: its run directory says finished, or its result is
+    committed (`recorded`: a fresh machine has no runs/ of the runs finished on an earlier one)."""
+    return bool(_state(run_dir(name)).get("finished")) or recorded(name)
+
+
+def recorded(name: str, root: Path | None = None) -> bool:
+    """Whether a finished run's result is where a fresh clone finds it (in the checkout `root`, by default this
+    one): an ablation row's test and OOD rows in results/table_a1_fuzzy_logic.csv, any other run's shipped
+    checkpoint."""
+    root = root or ROOT
+    if name in ABLATIONS:
+        return _in_fuzzy_table(name, root)
+    return (root / "checkpoints" / shipped_name(name)).is_dir()
+
+
+def _in_fuzzy_table(name: str, root: Path | None = None) -> bool:
+    from latentcode.pipelines.results import read_results_csv
+
+    table = (root or ROOT) / FUZZY_TABLE
+    variant, seed = name.split("-")[1], int(name.split("-")[2].removeprefix("s"))
+    found = {r.split for r in (read_results_csv(table) if table.is_file() else [])
+             if r.variant == variant and r.seed == seed and r.finished}
+    return {"test", "ood"} <= found
 
 
 def restore() -> list[str]:
@@ -135,10 +173,12 @@ def restore() -> list[str]:
 def lane() -> None:
     """Train queued runs one after another until none is left or one stops (runs in the background; `start`
     launches it): the sweep's queue, `train_lane`, over the queue's points."""
-    by_task: dict[str, list[SweepPoint]] = {}
-    for name in QUEUE:  # each task's points train with their own cadence flags
-        by_task.setdefault(name.split("-")[0], []).append(point(name))
-    for points in by_task.values():
+    groups: list[list[SweepPoint]] = []
+    for name in QUEUE:  # consecutive runs with the same cadence flags train as one group, in the queue's order
+        if not groups or _cadence(groups[-1][-1].name) != _cadence(name):
+            groups.append([])
+        groups[-1].append(point(name))
+    for points in groups:
         results = train_lane(points, locks=LOCKS, logs=LOGS, threads=1, done=lambda p: done(p.name),
                              **_cadence(points[0].name))
         if results and results[-1].status != "done":
@@ -210,16 +250,16 @@ def stash_state() -> list[str]:
         if not state:
             continue
         if state.get("finished"):
-            # beside the stash it resolves to: from a worktree whose in-progress folder links to the main
-            # checkout's, that checkout's checkpoints/ is where `ship` wrote
-            shipped = not run.name.startswith("sraven-") or (STASH.resolve().parent / shipped_name(run.name)).is_dir()
-            if shipped:
+            # in the checkout the stash resolves to: from a worktree whose in-progress folder links to the main
+            # checkout's, that checkout is where `ship` and `results` wrote
+            if recorded(run.name, STASH.resolve().parents[1]):
                 if target.is_dir():
-                    shutil.rmtree(target)  # it ships as checkpoints/sraven-<variant>, not as resume state
+                    shutil.rmtree(target)  # its checkpoint or its table rows keep it, not resume state
                 continue
-            print(f"{run.name} is finished but not shipped: run `python sweeps/cpu_campaign.py ship`, `git add "
-                  f"checkpoints/{shipped_name(run.name)}`, then stash again (its state is kept meanwhile)",
-                  file=sys.stderr)
+            todo = (f"`python sweeps/cpu_campaign.py results`, `git add {FUZZY_TABLE}`" if run.name in ABLATIONS
+                    else f"`python sweeps/cpu_campaign.py ship`, `git add checkpoints/{shipped_name(run.name)}`")
+            print(f"{run.name} is finished but its result is not committed yet: run {todo}, then stash again (its "
+                  "state is kept meanwhile)", file=sys.stderr)
         target.mkdir(parents=True, exist_ok=True)
         for name in RESUME_FILES:
             shutil.copy2(run / name, target / name)
@@ -230,25 +270,28 @@ def stash_state() -> list[str]:
 
 def shipped_name(name: str) -> str:
     """The checkpoint folder a finished run `<task>-<variant>-s<seed>` ships as (`pretrained_name`): seed 0 as
-    `<task>-<variant>` (issue 19), other seeds as `<task>-<variant>-s<seed>`."""
+    `<task>-<variant>` (issue 19), other seeds as `<task>-<variant>-s<seed>`; a Fig. 2B run, the only seed of its
+    setting, as `fuzzy_logic_latent-<variant>` (the paper's logic_latent setting; shipped.json records seed 2024)."""
     from latentcode.rundir.pretrained import pretrained_name
 
     task, variant, seed = name.split("-")[:3]
+    if name in FIG2B:
+        return f"{task}_latent-{variant}"
     return pretrained_name(f"{task}-{variant}", int(seed.removeprefix("s")))
 
 
 def ship() -> list[str]:
-    """`latentcode export` every finished SRAVEN run of the queue that checkpoints/ lacks; returns what it wrote.
-    The export evaluates the final weights and records the training command in shipped.json."""
+    """`latentcode export` every finished run of `SHIPS` that checkpoints/ lacks; returns what it wrote. The export
+    evaluates the final weights and records the training command in shipped.json."""
     written = []
-    for name in QUEUE:
+    for name in SHIPS:
         run, dest = run_dir(name), ROOT / "checkpoints" / shipped_name(name)
-        if not name.startswith("sraven-") or not _state(run).get("finished") or dest.exists():
+        if not _state(run).get("finished") or dest.exists():
             continue
         train = " ".join(command(name)[2:]).replace(str(ROOT) + "/", "")
-        recorded = f"{train} (a point of: latentcode sweep sweeps/table_a1_sraven.yaml, as sweeps/cpu_campaign.py runs it)"
+        note = f"{train} (a point of: latentcode sweep sweeps/{SWEEP[name]}.yaml, as sweeps/cpu_campaign.py runs it)"
         subprocess.run([sys.executable, "-m", "latentcode", "export", str(run.relative_to(ROOT)),
-                        str(dest.relative_to(ROOT)), "--command", recorded], cwd=ROOT, check=True,
+                        str(dest.relative_to(ROOT)), "--command", note], cwd=ROOT, check=True,
                        env={**os.environ, "OMP_NUM_THREADS": "1"})
         written.append(str(dest.relative_to(ROOT)))
     return written
@@ -256,6 +299,12 @@ def ship() -> list[str]:
 
 EMERGENCE = Path("results/emergence")
 TABLE_A1 = Path("results/table_a1_sraven.csv")
+FUZZY_TABLE = Path("results/table_a1_fuzzy_logic.csv")
+"""Table A1's fuzzy-logic rows, per seed: the ablation rows join it as they finish (`results`)."""
+FIG2B_RESULTS = Path("results/fig2b")
+DECODE_ARGS = ["--no-progress"]
+"""What `results` passes to `latentcode decode` beside the checkpoint and --out: the task's reading (one query input
+shared by all instances, 2,048 instances per split), as the Table A1 runs' Fig. 2B files were made."""
 ACCURACY_FIGURE = "docs/images/sraven_accuracy.png"
 
 
@@ -272,33 +321,76 @@ def _snapshot_steps(run: Path) -> set[int]:
 
 
 def results() -> list[str]:
-    """Bring the committed SRAVEN results up to the runs' snapshots (issue 19's routine after each one): for every
-    queued SRAVEN run with a snapshot its committed emergence table lacks, `latentcode emergence --update` into
-    results/emergence/<run>/ (CSV and JSON only; the figure files it also writes there are removed) and its docs
-    figure (`docs/fig5_tables.py figure`); then, if anything changed, the accuracy-over-training figure of every run
-    with a table (`docs/fig5_tables.py accuracy`), Table A1's SRAVEN CSV (`latentcode table
-    --include-unfinished`, of each run directory here, else of the run's shipped checkpoint) and the generated docs
-    tables (`docs/gen_tables.py`). Returns the runs updated."""
-    def call(*args: str) -> None:
-        subprocess.run([sys.executable, *args], cwd=ROOT, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    """Bring the committed results up to the runs here (issue 19's routine after each snapshot, issue 31's after each
+    finished run); returns the runs whose results changed.
 
+    - SRAVEN: for every queued run with a snapshot its committed emergence table lacks, `latentcode emergence
+      --update` into results/emergence/<run>/ (CSV and JSON only; the figure files it also writes there are
+      removed) and its docs figure (`docs/fig5_tables.py figure`); then the accuracy-over-training figure of every
+      run with a table (`docs/fig5_tables.py accuracy`) and Table A1's SRAVEN CSV (`latentcode table
+      --include-unfinished`, of each run directory here, else of the run's shipped checkpoint).
+    - Ablation rows: each finished one's test and OOD rows into results/table_a1_fuzzy_logic.csv (replacing rows of
+      the same variant and seed, keeping every other row).
+    - Fig. 2B: `latentcode decode` of each shipped `fuzzy_logic_latent-<variant>` checkpoint without a file in
+      results/fig2b/, copied there as `fuzzy_logic_latent-<variant>.decode.json`.
+
+    Then, if anything changed, the generated docs tables (`docs/gen_tables.py`)."""
+    updated = _emergence_rows() + _ablation_rows() + _fig2b_decodes()
+    if updated:
+        _call("docs/gen_tables.py")
+    return updated
+
+
+def _call(*args: str) -> None:
+    subprocess.run([sys.executable, *args], cwd=ROOT, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def _emergence_rows() -> list[str]:
     updated = []
-    for name in QUEUE:
+    for name in SRAVEN:
         run = run_dir(name)
-        if not name.startswith("sraven-") or not _snapshot_steps(run) - _committed_steps(name):
+        if not _snapshot_steps(run) - _committed_steps(name):
             continue
         out = EMERGENCE / name
-        call("-m", "latentcode", "emergence", str(run.relative_to(ROOT)), "--out", str(out), "--update",
-             "--no-progress")
+        _call("-m", "latentcode", "emergence", str(run.relative_to(ROOT)), "--out", str(out), "--update",
+              "--no-progress")
         for figure in ("emergence.png", "emergence.html", "plotly.min.js"):
             (ROOT / out / figure).unlink(missing_ok=True)  # the docs draw their own (below); only data is committed
-        call("docs/fig5_tables.py", "figure", name, "--out", f"docs/images/{name.replace('-', '_')}_emergence.png")
+        _call("docs/fig5_tables.py", "figure", name, "--out", f"docs/images/{name.replace('-', '_')}_emergence.png")
         updated.append(name)
     if updated:
-        tables = [name for name in QUEUE if (ROOT / EMERGENCE / name / "emergence.csv").is_file()]
-        call("docs/fig5_tables.py", "accuracy", *tables, "--out", ACCURACY_FIGURE)
-        call("-m", "latentcode", "table", *table_runs(), "--include-unfinished", "--csv", str(TABLE_A1))
-        call("docs/gen_tables.py")
+        tables = [name for name in SRAVEN if (ROOT / EMERGENCE / name / "emergence.csv").is_file()]
+        _call("docs/fig5_tables.py", "accuracy", *tables, "--out", ACCURACY_FIGURE)
+        _call("-m", "latentcode", "table", *table_runs(), "--include-unfinished", "--csv", str(TABLE_A1))
+    return updated
+
+
+def _ablation_rows() -> list[str]:
+    from latentcode.pipelines.results import collect_results, read_results_csv, write_results_csv
+
+    finished = [name for name in ABLATIONS if _state(run_dir(name)).get("finished") and not _in_fuzzy_table(name)]
+    if not finished:
+        return []
+    new = collect_results(run_dir(name) for name in finished)
+    replaced = {(r.variant, r.seed) for r in new}
+    table = ROOT / FUZZY_TABLE
+    kept = [r for r in (read_results_csv(table) if table.is_file() else []) if (r.variant, r.seed) not in replaced]
+    write_results_csv(kept + new, table)
+    return finished
+
+
+def _fig2b_decodes() -> list[str]:
+    updated = []
+    for name in FIG2B:
+        shipped = shipped_name(name)
+        checkpoint, found = ROOT / "checkpoints" / shipped, ROOT / FIG2B_RESULTS / f"{shipped}.decode.json"
+        if not checkpoint.is_dir() or found.is_file():
+            continue
+        work = RUNS / "analysis" / shipped
+        _call("-m", "latentcode", "decode", str(checkpoint.relative_to(ROOT)), "--out", str(work), *DECODE_ARGS)
+        found.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(work / "codes" / "paper.decode.json", found)
+        updated.append(name)
     return updated
 
 
@@ -307,7 +399,7 @@ def table_runs() -> list[str]:
     where it has evaluated here, else its shipped checkpoint (a run finished on another machine: the checkpoint
     carries its config and metrics and gives the same rows), else nothing (not started, or no evaluation yet)."""
     runs = []
-    for name in (n for n in QUEUE if n.startswith("sraven-")):
+    for name in SRAVEN:
         run, shipped = run_dir(name), ROOT / "checkpoints" / shipped_name(name)
         if _evaluated(run):
             runs.append(str(run.relative_to(ROOT)))
@@ -350,11 +442,13 @@ def status() -> None:
     """One line per queued run: its checkpointed step, finished, running, stashed step, and for a run under way its
     recent speed and the training time it still needs at that speed from its last logged step."""
     speeds = {name: speed(run_dir(name)) for name in QUEUE}
+    width = max(map(len, QUEUE))
     for name in QUEUE:
         run, kept = run_dir(name), STASH / name
         state, stashed = _state(run), _state(kept)
-        finished = "finished" if state.get("finished") else "shipped" if done(name) else ""
-        line = (f"{name:20s} step {state.get('step', 0):>7}  {finished:8s} "
+        finished = ("finished" if state.get("finished") else "" if not done(name)
+                    else "in table" if name in ABLATIONS else "shipped")
+        line = (f"{name:{width}s} step {state.get('step', 0):>7}  {finished:8s} "
                 f"{'running' if is_locked(point(name), LOCKS) else '':7s}  stashed step {str(stashed.get('step', '-')):>7}")
         progress, total = speeds[name], _total_steps(run)
         if not finished and progress and progress[1] > 0 and total:
@@ -364,18 +458,28 @@ def status() -> None:
     hours, unmeasured = queue_hours(speeds)
     lanes = 2
     print(f"left in the queue: {hours:.1f} lane-hours at the measured speeds (about {hours / lanes:.1f} h of the "
-          f"machine with {lanes} lanes)" + (f", plus {', '.join(unmeasured)}, whose variant has no measured speed "
-                                            "yet" if unmeasured else ""))
+          f"machine with {lanes} lanes)" + (f", plus {len(unmeasured)} run(s) of a sweep and variant with no "
+                                            f"measured speed yet ({_by_sweep(unmeasured)})" if unmeasured else ""))
+
+
+def _by_sweep(names: list[str]) -> str:
+    """Runs named by sweep and variant, e.g. 'table_a1_fuzzy_logic: hyla_linear, linear_rmshead'."""
+    variants: dict[str, list[str]] = {}
+    for name in names:
+        found = variants.setdefault(SWEEP[name], [])
+        if name.split("-")[1] not in found:
+            found.append(name.split("-")[1])
+    return "; ".join(f"{sweep}: {', '.join(found)}" for sweep, found in variants.items())
 
 
 def queue_hours(speeds: dict[str, tuple[int, float] | None] | None = None) -> tuple[float, list[str]]:
     """Training time the unfinished runs of the queue still need, in hours of one lane: each run's remaining steps at its
-    own recent speed, or, for a run not started yet, at the recent speed of a run of the same task and variant
+    own recent speed, or, for a run not started yet, at the recent speed of a run of the same sweep and variant
     (`speed`); and the runs for which no such speed exists. A run not started needs the steps of a started run of
-    its task (all of a task's queued runs train equally long). `speeds`: `speed` of each queued run, if already
+    its sweep (all of a sweep's queued runs train equally long). `speeds`: `speed` of each queued run, if already
     read."""
-    def variant(name: str) -> str:
-        return "-".join(name.split("-")[:2])  # task-variant
+    def variant(name: str) -> tuple[str, str]:
+        return SWEEP[name], name.split("-")[1]
 
     if speeds is None:
         speeds = {name: speed(run_dir(name)) for name in QUEUE}
@@ -386,13 +490,13 @@ def queue_hours(speeds: dict[str, tuple[int, float] | None] | None = None) -> tu
         if progress and progress[1] > 0:
             rates.setdefault(variant(name), progress[1])
         if total:
-            steps.setdefault(name.split("-")[0], total)
+            steps.setdefault(SWEEP[name], total)
     hours, unmeasured = 0.0, []
     for name in QUEUE:
         state = _state(run_dir(name))
         if done(name):
             continue
-        rate, total = rates.get(variant(name)), steps.get(name.split("-")[0])
+        rate, total = rates.get(variant(name)), steps.get(SWEEP[name])
         if rate is None or total is None:
             unmeasured.append(name)
             continue
@@ -407,8 +511,10 @@ def main() -> None:
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("status")
     sub.add_parser("lane")
-    sub.add_parser("ship", help="export every finished SRAVEN run to checkpoints/ (seed 0 as sraven-<variant>)")
-    sub.add_parser("results", help="emergence rows, Table A1's SRAVEN CSV and the docs tables, after new snapshots")
+    sub.add_parser("ship", help="export every finished SRAVEN and Fig. 2B run to checkpoints/ (seed 0 as "
+                                "sraven-<variant>, Fig. 2B as fuzzy_logic_latent-<variant>)")
+    sub.add_parser("results", help="emergence rows, Table A1's CSVs, the Fig. 2B decodes and the docs tables, after "
+                                   "new snapshots or finished runs")
     p = sub.add_parser("stash", help="stop the trainings and copy their resume state (they stay stopped)")
     p.add_argument("--restart", type=int, metavar="LANES", default=0,
                    help="start this many lanes again once the state is copied (a mid-session stash)")

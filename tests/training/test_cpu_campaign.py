@@ -129,7 +129,8 @@ def test_stash_keeps_a_finished_run_until_it_ships_and_drops_it_after(campaign, 
         for file in campaign.RESUME_FILES:
             assert (campaign.STASH / name / file).read_bytes() == (campaign.run_dir(name) / file).read_bytes()
     assert not old.exists()
-    assert "sraven-softmax-s0 is finished but not shipped" in capsys.readouterr().err
+    assert "sraven-softmax-s0 is finished but its result is not committed yet: run `python sweeps/cpu_campaign.py ship`" \
+        in capsys.readouterr().err
 
     (tmp_path / "checkpoints" / "sraven-softmax").mkdir()  # `ship` has run
     assert campaign.stash_state() == ["sraven-hyla-s0"]
@@ -180,10 +181,14 @@ def test_queue_hours_prices_each_unfinished_run_at_its_variants_measured_speed(c
         make(name, rate=50.0, last_step=1000, finished=True)
     make("sraven-softmax-s0", rate=2.0, last_step=400, finished=False)
     make("sraven-hyla-s0", rate=1.0, last_step=1000, finished=True)
+    make("fuzzy_logic-hyla-s2024-frac0.5", rate=4.0, last_step=400, finished=False)  # Fig. 2B, sequence length 96
     hours, unmeasured = campaign.queue_hours()
     expected_s = (1000 - 400) / 2.0 + 2 * 1000 / 2.0 + 2 * 1000 / 1.0  # softmax s0, s1, s2; HYLA s1, s2
+    expected_s += (1000 - 400) / 4.0  # Fig. 2B HYLA at its own speed, not at the sequence-length-32 runs' 50
     assert hours == pytest.approx(expected_s / 3600)
-    assert unmeasured == ["sraven-linear-s0", "sraven-linear-s1", "sraven-linear-s2"]
+    assert unmeasured == ["sraven-linear-s0", "sraven-linear-s1", "sraven-linear-s2",
+                          "fuzzy_logic-softmax-s2024-frac0.5", "fuzzy_logic-linear-s2024-frac0.5",
+                          *campaign.ABLATIONS]  # the seq-32 HYLA speed prices no ablation row either
 
 
 def test_a_fresh_machine_trains_the_first_run_that_has_not_shipped(campaign, tmp_path, monkeypatch):
@@ -313,3 +318,162 @@ def test_a_run_stopped_stashed_and_restored_on_a_fresh_machine_ends_with_the_wei
     assert resumed.keys() == uninterrupted.keys()
     for key, value in uninterrupted.items():
         assert torch.equal(resumed[key], value), key
+
+
+def test_the_queue_goes_on_with_fig2b_then_the_ablation_rows_in_the_issues_order(campaign):
+    """Issue 31's queue after the SRAVEN seeds: the three Fig. 2B runs at the paper's setting, then every ablation
+    row latentcode builds, three seeds each, HYLA − nonlinearity, linear + RMSHead and HYLA − RMSHead first."""
+    queue = campaign.QUEUE
+    last_sraven = max(queue.index(name) for name in queue if name.startswith("sraven-"))
+    after = queue[last_sraven + 1:]
+    assert after[:3] == ["fuzzy_logic-softmax-s2024-frac0.5", "fuzzy_logic-linear-s2024-frac0.5",
+                         "fuzzy_logic-hyla-s2024-frac0.5"]
+    assert after[3:12] == [f"fuzzy_logic-{v}-s{s}-frac0.7" for v in ("hyla_linear", "linear_rmshead",
+                                                                     "hyla_no_rmshead") for s in (0, 1, 2)]
+    from latentcode.config.model import VARIANTS
+    from latentcode.pipelines.results import PAPER_TABLE_A1
+
+    ablations = {name.split("-")[1] for name in after[3:]}
+    assert ablations == set(PAPER_TABLE_A1["fuzzy_logic"]) - {"softmax", "linear", "hyla"}
+    assert ablations <= set(VARIANTS) and len(after) == 3 + 3 * len(ablations)
+    assert len(set(queue)) == len(queue)
+
+
+def test_fig2b_runs_train_the_paper_setting_and_ablations_the_core_rows_setting(campaign):
+    """A Fig. 2B run is its sweep's point as `latentcode sweep sweeps/fig2_fuzzy_logic_latent.yaml` trains it
+    (sequence length 96, half the pairs held out, seed 2024); an ablation row trains like the core rows it is
+    compared with (0.1's exact GELU and schedule, sequence length 32, 70% held out)."""
+    points = {p.name: p for p in expand_grid(load_grid(ROOT / "sweeps" / "fig2_fuzzy_logic_latent.yaml"))}
+    for name in campaign.FIG2B:
+        argv = campaign.command(name)[3:]
+        expected = points[name].argv()
+        out = expected.index("--out")
+        expected[out + 1] = str(ROOT / expected[out + 1])
+        threads = argv.index("--threads")
+        assert argv[threads:threads + 2] == ["--threads", "1"], name
+        del argv[threads:threads + 2]
+        assert argv == expected, name  # no cadence flags, no 0.1 settings
+        assert {"--seed", "2024", "--task.seq_len=96", "--task.frac_ood=0.5"} <= set(argv)
+        assert not any("v0.1" in a or "act_fn" in a for a in argv)
+    for name in campaign.ABLATIONS:
+        argv = campaign.command(name)
+        assert {"--task.seq_len=32", "--task.frac_ood=0.7", '--model.act_fn="gelu"', '--train.lr_schedule="v0.1"'} <= \
+            set(argv), argv
+        assert argv[argv.index("--model") + 1] == name.split("-")[1]
+        assert argv[argv.index("--out") + 1] == str(ROOT / "runs" / "table_a1_fuzzy_logic" / name)
+
+
+def test_a_fresh_machine_goes_from_the_sraven_runs_to_fig2b_and_skips_ablation_rows_in_the_table(
+        campaign, tmp_path, monkeypatch):
+    """With every SRAVEN run shipped, a lane starts the first Fig. 2B run; with those shipped too and the first
+    ablation row's test and OOD rows in the committed fuzzy-logic table, it starts the next ablation row."""
+    monkeypatch.setattr(campaign, "ROOT", tmp_path)
+    monkeypatch.setattr(campaign, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(campaign, "LOGS", tmp_path / "runs" / "logs")
+    monkeypatch.setattr(campaign, "LOCKS", tmp_path / "runs" / ".locks")
+    for name in [*campaign.FUZZY, *campaign.SRAVEN]:
+        (tmp_path / "checkpoints" / campaign.shipped_name(name)).mkdir(parents=True)
+    started = []
+
+    class Failing:  # a failed training ends the lane, so the test sees exactly one start
+        pid = 0
+
+        def __init__(self, argv, **kwargs):
+            started.append(argv)
+
+        def wait(self):
+            return 1
+
+    monkeypatch.setattr(lanes.subprocess, "Popen", Failing)
+    campaign.lane()
+    assert started == [campaign.command("fuzzy_logic-softmax-s2024-frac0.5")]
+
+    for name in campaign.FIG2B:
+        (tmp_path / "checkpoints" / f"fuzzy_logic_latent-{name.split('-')[1]}").mkdir()
+    table = tmp_path / "results" / "table_a1_fuzzy_logic.csv"
+    table.parent.mkdir()
+    header = "task,variant,seed,split,metric,value,step,steps,lr,weight_decay,live_fraction,run\n"
+    row = "fuzzy_logic,hyla_linear,0,{split},r2,0.8,{step},50000,0.001,0.1,,fuzzy_logic-hyla_linear-s0-frac0.7\n"
+    table.write_text(header + row.format(split="ood", step=50000))  # its test row is missing: not recorded yet
+    started.clear()
+    campaign.lane()
+    assert started == [campaign.command("fuzzy_logic-hyla_linear-s0-frac0.7")]
+    table.write_text(header + row.format(split="ood", step=50000) + row.format(split="test", step=50000))
+    started.clear()
+    campaign.lane()
+    assert started == [campaign.command("fuzzy_logic-hyla_linear-s1-frac0.7")]
+    assert campaign.done("fuzzy_logic-hyla_linear-s0-frac0.7")
+
+
+def _tiny_fuzzy_run(run: Path, variant: str, seed: int) -> None:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        task = get_task("fuzzy_logic", seq_len=8)
+        cfg = train_config("fuzzy_logic", "tiny", steps=8, warmup=2, batch_size=16, eval_every=8, eval_samples=64,
+                           seed=seed, device="cpu")
+        train(model_config(task, variant, "tiny"), task, cfg, run, progress=False)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_a_finished_fig2b_run_ships_under_its_setting_name_and_its_decode_lands_in_results(
+        campaign, tmp_path, monkeypatch):
+    """`ship` exports a finished Fig. 2B run as `fuzzy_logic_latent-<variant>`, which loads by that name with its
+    seed 2024; `results` then decodes it into results/fig2b/ once, beside the input-only control."""
+    monkeypatch.setattr(campaign, "ROOT", tmp_path)
+    monkeypatch.setattr(campaign, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(campaign, "DECODE_ARGS", ["--no-progress", "--n-samples", "128"])
+    monkeypatch.setenv("LATENTCODE_CHECKPOINTS", str(tmp_path / "checkpoints"))
+    name = "fuzzy_logic-hyla-s2024-frac0.5"
+    _tiny_fuzzy_run(campaign.run_dir(name), "hyla", seed=2024)
+
+    assert campaign.ship() == ["checkpoints/fuzzy_logic_latent-hyla"]
+    from latentcode.rundir.pretrained import pretrained_seeds
+
+    assert pretrained_seeds("fuzzy_logic_latent-hyla") == {2024: "fuzzy_logic_latent-hyla"}
+    record = json.loads((tmp_path / "checkpoints" / "fuzzy_logic_latent-hyla" / "shipped.json").read_text())
+    assert "sweeps/fig2_fuzzy_logic_latent.yaml" in record["command"]
+    assert campaign.recorded(name)
+
+    assert campaign._fig2b_decodes() == [name]
+    decoded = json.loads((tmp_path / "results" / "fig2b" / "fuzzy_logic_latent-hyla.decode.json").read_text())
+    assert decoded["task"] == "fuzzy_logic" and decoded["label"] == "terms"
+    assert {layer["layer"] for layer in decoded["layers"]} >= {"0", "1"}
+    assert campaign._fig2b_decodes() == []  # already there: not redone
+
+
+def test_a_finished_ablation_row_joins_the_fuzzy_table_and_its_stash_goes_only_then(
+        campaign, tmp_path, monkeypatch, capsys):
+    """The ablation rows do not ship: their results file is what a fresh clone keeps. So the stash keeps a finished
+    row's state until `results` has put its rows in results/table_a1_fuzzy_logic.csv, which keeps every other row
+    (here a SiLU row that no run directory on this machine could give back)."""
+    monkeypatch.setattr(campaign, "ROOT", tmp_path)
+    monkeypatch.setattr(campaign, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(campaign, "STASH", tmp_path / "checkpoints" / "in-progress")
+    name = "fuzzy_logic-linear_rmshead-s1-frac0.7"
+    _tiny_fuzzy_run(campaign.run_dir(name), "linear_rmshead", seed=1)
+    table = tmp_path / "results" / "table_a1_fuzzy_logic.csv"
+    table.parent.mkdir()
+    header = "task,variant,seed,split,metric,value,step,steps,lr,weight_decay,live_fraction,run\n"
+    silu = "fuzzy_logic,hyla (value_act=silu),1,ood,r2,0.94,50000,50000,0.001,0.1,,fuzzy_logic-hyla-s1-frac0.7\n"
+    stale = "fuzzy_logic,linear_rmshead,1,ood,r2,0.5,4000,50000,0.001,0.1,,fuzzy_logic-linear_rmshead-s1-frac0.7\n"
+    table.write_text(header + silu + stale)
+
+    assert campaign.stash_state() == [name]
+    assert "is finished but its result is not committed yet" in capsys.readouterr().err
+    assert (campaign.STASH / name / "model.safetensors").is_file()
+
+    assert campaign._ablation_rows() == [name]
+    from latentcode.pipelines.results import collect_results, read_results_csv
+
+    rows = read_results_csv(table)
+    assert [(r.variant, r.seed, r.split) for r in rows] == [("hyla (value_act=silu)", 1, "ood"),
+                                                            ("linear_rmshead", 1, "ood"), ("linear_rmshead", 1, "test")]
+    assert rows[0].value == 0.94
+    fresh = {r.split: r.value for r in collect_results([campaign.run_dir(name)])}
+    assert {r.split: r.value for r in rows[1:]} == fresh and rows[1].step == rows[1].steps == 8
+    assert campaign._ablation_rows() == []
+
+    assert campaign.stash_state() == []
+    assert not (campaign.STASH / name).exists()
