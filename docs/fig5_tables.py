@@ -16,6 +16,7 @@ import argparse
 import csv
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -58,7 +59,10 @@ def _f(value: float | str | None, digits: int = 3) -> str:
 
 
 def _who(summary: dict) -> str:
-    return f"{summary['variant']}, {summary['label']}"
+    """The model's column or row label: its variant, the seed its name carries (`sraven-hyla-s1-step156250`) and the
+    step, so two seeds of one variant stay apart."""
+    seed = re.search(r"-s(\d+)(?:-|$)", summary.get("name", ""))
+    return f"{summary['variant']}{f' seed {seed[1]}' if seed else ''}, {summary['label']}"
 
 
 def table_snapshots(base: str, names: list[str]) -> list[str]:
