@@ -712,18 +712,22 @@ def test_the_readme_claim_about_the_seeds_holds_for_the_committed_demo():
 
 
 def test_the_sraven_demo_reading_in_the_docs_holds_for_the_committed_demo():
-    """docs/probes.md reads the committed SRAVEN demo: at the paper's reading the three shipped models' codes beat
-    the floor by about the same, and at every feature's query HYLA's and linear attention's beat it by about 0.2
-    more than softmax's; a new demo that breaks either sentence fails here until the prose is rewritten."""
+    """docs/probes.md reads the committed SRAVEN demo (every shipped seed): at the paper's reading every model's codes
+    beat the floor by about the same, and at every feature's query linear attention's and HYLA seed 0's beat it by
+    about 0.2 more than softmax's, HYLA seed 1's by about 0.09 less; a new demo that breaks a sentence fails here
+    until the prose is rewritten."""
     text = " ".join((DOCS / "probes.md").read_text().split())
-    assert "decode the held-out rule equally well, about 0.41 above the best floor" in text
-    assert "HYLA's and linear attention's decode it about 0.2 better than softmax's" in text
-    rows = {r["variant"]: r for r in json.loads((ROOT / "results" / "demo" / "sraven.json").read_text())["rows"]}
-    assert sorted(rows) == ["hyla", "linear", "softmax"]
+    assert "held-out rule about equally far, 0.40 to 0.42, above the best floor" in text
+    assert "linear attention's and HYLA seed 0's codes decode it about 0.2 better than softmax's; HYLA seed 1's " \
+           "about 0.09 worse" in text
+    rows = {(r["variant"], r["seed"]): r
+            for r in json.loads((ROOT / "results" / "demo" / "sraven.json").read_text())["rows"]}
+    assert sorted(rows) == [("hyla", 0), ("hyla", 1), ("linear", 0), ("softmax", 0)]
     for row in rows.values():  # the headline margin, recomputed from the row's own floors
         floor = max(row["chance"], row["majority_ood"], row["input_only_ood"])
         assert row["codes_minus_control"] == pytest.approx(row["decode_ood_last"] - floor)
-        assert round(row["codes_minus_control"], 2) == pytest.approx(0.41, abs=0.011)
-    for variant in ("hyla", "linear"):
-        gain = rows[variant]["codes_minus_control_all_features"] - rows["softmax"]["codes_minus_control_all_features"]
-        assert round(gain, 1) == 0.2
+        assert 0.395 <= row["codes_minus_control"] < 0.425
+    softmax = rows[("softmax", 0)]["codes_minus_control_all_features"]
+    gains = {key: row["codes_minus_control_all_features"] - softmax for key, row in rows.items()}
+    assert round(gains[("linear", 0)], 1) == round(gains[("hyla", 0)], 1) == 0.2
+    assert round(gains[("hyla", 1)], 2) == -0.09
