@@ -191,18 +191,16 @@ def test_queue_hours_prices_each_unfinished_run_at_its_variants_measured_speed(c
                           *campaign.ABLATIONS]  # the seq-32 HYLA speed prices no ablation row either
 
 
-def test_a_fresh_machine_trains_the_first_run_that_has_not_shipped(campaign, tmp_path, monkeypatch):
-    """A new machine has no runs/ of the runs an earlier one finished, only their committed checkpoints: the lane
-    must not retrain those from step 0 but take the first queued run whose checkpoint is absent."""
+def _fresh_machine(campaign, tmp_path, monkeypatch) -> list[list[str]]:
+    """A machine with no runs/ whose trainings fail at once, so a lane starts exactly one: returns the list each
+    started command is appended to."""
     monkeypatch.setattr(campaign, "ROOT", tmp_path)
     monkeypatch.setattr(campaign, "RUNS", tmp_path / "runs")
     monkeypatch.setattr(campaign, "LOGS", tmp_path / "runs" / "logs")
     monkeypatch.setattr(campaign, "LOCKS", tmp_path / "runs" / ".locks")
-    for name in [*campaign.FUZZY, "sraven-softmax-s0"]:  # shipped by an earlier machine
-        (tmp_path / "checkpoints" / campaign.shipped_name(name)).mkdir(parents=True)
     started = []
 
-    class Failing:  # a failed training ends the lane, so the test sees exactly one start
+    class Failing:  # a failed training ends the lane
         pid = 0
 
         def __init__(self, argv, **kwargs):
@@ -212,6 +210,15 @@ def test_a_fresh_machine_trains_the_first_run_that_has_not_shipped(campaign, tmp
             return 1
 
     monkeypatch.setattr(lanes.subprocess, "Popen", Failing)
+    return started
+
+
+def test_a_fresh_machine_trains_the_first_run_that_has_not_shipped(campaign, tmp_path, monkeypatch):
+    """A new machine has no runs/ of the runs an earlier one finished, only their committed checkpoints: the lane
+    must not retrain those from step 0 but take the first queued run whose checkpoint is absent."""
+    started = _fresh_machine(campaign, tmp_path, monkeypatch)
+    for name in [*campaign.FUZZY, "sraven-softmax-s0"]:  # shipped by an earlier machine
+        (tmp_path / "checkpoints" / campaign.shipped_name(name)).mkdir(parents=True)
     campaign.lane()
     assert started == [campaign.command("sraven-hyla-s0")]
     assert campaign.done("fuzzy_logic-hyla-s2-frac0.7") and not campaign.done("sraven-hyla-s0")
@@ -367,24 +374,9 @@ def test_a_fresh_machine_goes_from_the_sraven_runs_to_fig2b_and_skips_ablation_r
         campaign, tmp_path, monkeypatch):
     """With every SRAVEN run shipped, a lane starts the first Fig. 2B run; with those shipped too and the first
     ablation row's test and OOD rows in the committed fuzzy-logic table, it starts the next ablation row."""
-    monkeypatch.setattr(campaign, "ROOT", tmp_path)
-    monkeypatch.setattr(campaign, "RUNS", tmp_path / "runs")
-    monkeypatch.setattr(campaign, "LOGS", tmp_path / "runs" / "logs")
-    monkeypatch.setattr(campaign, "LOCKS", tmp_path / "runs" / ".locks")
+    started = _fresh_machine(campaign, tmp_path, monkeypatch)
     for name in [*campaign.FUZZY, *campaign.SRAVEN]:
         (tmp_path / "checkpoints" / campaign.shipped_name(name)).mkdir(parents=True)
-    started = []
-
-    class Failing:  # a failed training ends the lane, so the test sees exactly one start
-        pid = 0
-
-        def __init__(self, argv, **kwargs):
-            started.append(argv)
-
-        def wait(self):
-            return 1
-
-    monkeypatch.setattr(lanes.subprocess, "Popen", Failing)
     campaign.lane()
     assert started == [campaign.command("fuzzy_logic-softmax-s2024-frac0.5")]
 
