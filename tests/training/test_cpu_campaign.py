@@ -36,6 +36,19 @@ def campaign():
     sys.modules.pop("cpu_campaign", None)
 
 
+def _point_and_campaign_argv(campaign, point: SweepPoint) -> tuple[list[str], list[str]]:
+    """The campaign's `latentcode train` arguments for a sweep point, less its one-thread flag (checked here), and the
+    point's own arguments with the run directory made absolute as the campaign's is."""
+    argv = campaign.command(point.name)[3:]
+    expected = point.argv()
+    out = expected.index("--out")
+    expected[out + 1] = str(ROOT / expected[out + 1])
+    threads = argv.index("--threads")
+    assert argv[threads:threads + 2] == ["--threads", "1"], point.name
+    del argv[threads:threads + 2]
+    return argv, expected
+
+
 def test_each_sraven_run_of_the_queue_is_its_sweep_point_plus_cadence_flags(campaign):
     """The campaign's command is the sweep's (sweeps/table_a1_sraven.yaml) with only flags that leave the numbers
     unchanged: one thread, the checkpoint cadence and the snapshots."""
@@ -43,13 +56,7 @@ def test_each_sraven_run_of_the_queue_is_its_sweep_point_plus_cadence_flags(camp
     sraven = [name for name in campaign.QUEUE if name.startswith("sraven-")]
     assert len(sraven) == 9 and sraven[:2] == ["sraven-softmax-s0", "sraven-hyla-s0"]
     for name in sraven:
-        argv = campaign.command(name)[3:]
-        expected = points[name].argv()
-        out = expected.index("--out")
-        expected[out + 1] = str(ROOT / expected[out + 1])
-        threads = argv.index("--threads")
-        assert argv[threads:threads + 2] == ["--threads", "1"], name
-        del argv[threads:threads + 2]
+        argv, expected = _point_and_campaign_argv(campaign, points[name])
         assert argv == [*expected, "--checkpoint-every", "2000", "--train.snapshots=true"], name
 
 
@@ -352,13 +359,7 @@ def test_fig2b_runs_train_the_paper_setting_and_ablations_the_core_rows_setting(
     compared with (0.1's exact GELU and schedule, sequence length 32, 70% held out)."""
     points = {p.name: p for p in expand_grid(load_grid(ROOT / "sweeps" / "fig2_fuzzy_logic_latent.yaml"))}
     for name in campaign.FIG2B:
-        argv = campaign.command(name)[3:]
-        expected = points[name].argv()
-        out = expected.index("--out")
-        expected[out + 1] = str(ROOT / expected[out + 1])
-        threads = argv.index("--threads")
-        assert argv[threads:threads + 2] == ["--threads", "1"], name
-        del argv[threads:threads + 2]
+        argv, expected = _point_and_campaign_argv(campaign, points[name])
         assert argv == expected, name  # no cadence flags, no 0.1 settings
         assert {"--seed", "2024", "--task.seq_len=96", "--task.frac_ood=0.5"} <= set(argv)
         assert not any("v0.1" in a or "act_fn" in a for a in argv)
