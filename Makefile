@@ -18,7 +18,7 @@ demo: $(STAMP)
 	$(VENV)/bin/latentcode demo
 
 test: $(STAMP)
-	MPLBACKEND=agg LATENTCODE_PRESET=$${LATENTCODE_PRESET:-tiny} $(PY) -m pytest -q
+	MPLBACKEND=agg LATENTCODE_PRESET=$${LATENTCODE_PRESET:-tiny} $(PY) -m pytest -q --durations=15
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -33,10 +33,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import itertools
 import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -417,20 +419,27 @@ def _evaluated(run: Path) -> bool:
 
 
 def speed(run: Path, window_s: float = 1800.0) -> tuple[int, float] | None:
-    """The last logged step and the training steps per second over the run's last `window_s` seconds of training
-    (metrics.jsonl's train rows; their `elapsed_s` counts training time only, across resumes), or None with fewer
-    than two rows."""
+    """The last logged step and the run's training speed now: the median, over its last `window_s` seconds of
+    training, of the steps per second between consecutive train rows of metrics.jsonl (their `elapsed_s` counts
+    training time across resumes); None with fewer than two rows. The median, not the mean, so one interval
+    stretched by a paused process (CI stops the lanes with SIGSTOP) does not lower it."""
     from latentcode.rundir.checkpoint import read_metrics  # skips a last line cut short by a stop mid-write
 
     rows = [r for r in read_metrics(run) if r.get("split") == "train" and "elapsed_s" in r]
     if len(rows) < 2:
         return None
     last = rows[-1]
-    first = next(r for r in rows if r["elapsed_s"] >= last["elapsed_s"] - window_s)
-    if first is last:
-        first = rows[-2]
-    seconds = last["elapsed_s"] - first["elapsed_s"]
-    return (last["step"], (last["step"] - first["step"]) / seconds) if seconds > 0 else None
+    recent = [r for r in rows if r["elapsed_s"] >= last["elapsed_s"] - window_s]
+    recent = rows[-2:] if len(recent) < 2 else recent
+    rates = [(b["step"] - a["step"]) / (b["elapsed_s"] - a["elapsed_s"]) for a, b in itertools.pairwise(recent)
+             if b["step"] > a["step"] and b["elapsed_s"] > a["elapsed_s"]]
+    return (last["step"], statistics.median(rates)) if rates else None
+
+
+def speed_here(name: str) -> tuple[int, float] | None:
+    """`speed` of a queued run if a lane of this machine has trained it (its log, runs/logs/<name>.log, exists),
+    else None: a run's rows from another machine (the GPU, another CPU) say nothing of this one's speed."""
+    return speed(run_dir(name)) if (LOGS / f"{name}.log").is_file() else None
 
 
 def _total_steps(run: Path) -> int | None:
@@ -441,7 +450,7 @@ def _total_steps(run: Path) -> int | None:
 def status() -> None:
     """One line per queued run: its checkpointed step, finished, running, stashed step, and for a run under way its
     recent speed and the training time it still needs at that speed from its last logged step."""
-    speeds = {name: speed(run_dir(name)) for name in QUEUE}
+    speeds = {name: speed_here(name) for name in QUEUE}
     width = max(map(len, QUEUE))
     for name in QUEUE:
         run, kept = run_dir(name), STASH / name
@@ -454,6 +463,8 @@ def status() -> None:
         if not finished and progress and progress[1] > 0 and total:
             logged, rate = progress
             line += f"  {rate:.2f} steps/s, {max(total - logged, 0) / rate / 3600:.1f} h to step {total:,}"
+        elif not finished and state.get("step"):
+            line += "  no speed measured on this machine yet"
         print(line)
     hours, unmeasured = queue_hours(speeds)
     lanes = 2
@@ -474,15 +485,15 @@ def _by_sweep(names: list[str]) -> str:
 
 def queue_hours(speeds: dict[str, tuple[int, float] | None] | None = None) -> tuple[float, list[str]]:
     """Training time the unfinished runs of the queue still need, in hours of one lane: each run's remaining steps at its
-    own recent speed, or, for a run not started yet, at the recent speed of a run of the same sweep and variant
-    (`speed`); and the runs for which no such speed exists. A run not started needs the steps of a started run of
+    own recent speed on this machine, or, for a run this machine has not trained yet, at the recent speed of a run of
+    the same sweep and variant (`speed_here`); and the runs for which no such speed exists. A run not started needs the steps of a started run of
     its sweep (all of a sweep's queued runs train equally long). `speeds`: `speed` of each queued run, if already
     read."""
     def variant(name: str) -> tuple[str, str]:
         return SWEEP[name], name.split("-")[1]
 
     if speeds is None:
-        speeds = {name: speed(run_dir(name)) for name in QUEUE}
+        speeds = {name: speed_here(name) for name in QUEUE}
     rates: dict[str, float] = {}
     steps: dict[str, int] = {}
     for name in QUEUE:

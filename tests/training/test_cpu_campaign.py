@@ -95,20 +95,42 @@ def test_ship_exports_a_finished_run_once_and_leaves_unfinished_ones(campaign, t
     assert campaign.ship() == []  # already shipped: nothing is overwritten
 
 
-def test_status_speed_is_recent_steps_over_training_time_and_skips_eval_rows_and_a_cut_line(campaign, tmp_path):
-    """`status` says how fast a run trains now: steps per second of training time (`elapsed_s`, which excludes the
-    time a run was stopped) over the last half hour, from the train rows of metrics.jsonl."""
+def test_status_speed_is_the_median_recent_rate_and_skips_eval_rows_a_pause_and_a_cut_line(campaign, tmp_path):
+    """`status` says how fast a run trains now: the median steps per second of training time (`elapsed_s`) between
+    consecutive train rows of the last half hour of metrics.jsonl, so one interval stretched by a paused process
+    (CI stops the lanes with SIGSTOP, and `elapsed_s` runs on) leaves it as it was."""
     rows = [{"step": 100 * i, "split": "train", "loss": 1.0, "elapsed_s": 60.0 * i} for i in range(1, 41)]
+    for row in rows[30:]:
+        row["elapsed_s"] += 1200.0  # a 20-minute pause between steps 3000 and 3100
     rows.insert(10, {"step": 1000, "split": "ood", "accuracy": 0.5})  # an evaluation row: no elapsed_s
     lines = [json.dumps(r) for r in rows] + ['{"step": 4100, "split": "tra']  # cut short by a stop
     (tmp_path / "metrics.jsonl").write_text("\n".join(lines))
-    # the last row is step 4000 at 2400 s; the window starts at the first row at or after 600 s: step 1000
-    step, rate = campaign.speed(tmp_path, window_s=1800.0)
+    # the window holds steps 2100 to 4000 (elapsed 1260 s to 3600 s): 19 intervals of 100 steps in 60 s, one in 1260 s
+    step, rate = campaign.speed(tmp_path, window_s=2400.0)
     assert step == 4000
-    assert rate == pytest.approx((4000 - 1000) / (2400 - 600))
+    assert rate == pytest.approx(100 / 60)
+    assert (4000 - 2100) / (3600 - 1260) < 0.5 * rate  # what the mean over the window would have said
     assert campaign.speed(tmp_path / "absent") is None
     (tmp_path / "metrics.jsonl").write_text(json.dumps(rows[0]))
     assert campaign.speed(tmp_path) is None  # one row: no speed yet
+
+
+def test_a_run_not_trained_on_this_machine_has_no_speed_here(campaign, tmp_path, monkeypatch, capsys):
+    """A run that came back from the GPU logs hundreds of steps per second; until a lane here trains it (and writes
+    runs/logs/<name>.log), `status` says its speed is not measured instead of pricing the queue at the GPU's."""
+    monkeypatch.setattr(campaign, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(campaign, "LOGS", tmp_path / "runs" / "logs")
+    monkeypatch.setattr(campaign, "STASH", tmp_path / "stash")
+    run = campaign.run_dir("sraven-linear-s1")
+    run.mkdir(parents=True)
+    (run / "train_state.json").write_text(json.dumps({"step": 31300, "finished": False}))
+    rows = [{"step": s, "split": "train", "elapsed_s": s / 60.0} for s in range(100, 31301, 100)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert campaign.speed(run) == (31300, pytest.approx(60.0))
+    assert campaign.speed_here("sraven-linear-s1") is None
+    campaign.LOGS.mkdir(parents=True)
+    (campaign.LOGS / "sraven-linear-s1.log").write_text("")
+    assert campaign.speed_here("sraven-linear-s1") == (31300, pytest.approx(60.0))
 
 
 def test_stash_keeps_a_finished_run_until_it_ships_and_drops_it_after(campaign, tmp_path, monkeypatch, capsys):
@@ -175,10 +197,13 @@ def test_queue_hours_prices_each_unfinished_run_at_its_variants_measured_speed(c
     monkeypatch.setattr(campaign, "ROOT", tmp_path)  # no shipped checkpoints here
     monkeypatch.setattr(campaign, "RUNS", tmp_path / "runs")
     monkeypatch.setattr(campaign, "STASH", tmp_path / "stash")
+    monkeypatch.setattr(campaign, "LOGS", tmp_path / "runs" / "logs")
+    campaign.LOGS.mkdir(parents=True)
 
     def make(name, rate, last_step, finished):
         run = campaign.run_dir(name)
         run.mkdir(parents=True)
+        (campaign.LOGS / f"{name}.log").write_text("")  # trained by a lane of this machine
         (run / "config.json").write_text(json.dumps({"train": {"steps": 1000}}))
         (run / "train_state.json").write_text(json.dumps({"step": last_step, "finished": finished}))
         rows = [{"step": step, "split": "train", "elapsed_s": step / rate} for step in range(100, last_step + 1, 100)]
