@@ -225,26 +225,37 @@ def test_the_reproduction_page_shows_the_table_generated_from_the_committed_resu
                 else f"| {mean} |") in line
 
 
-FIG2B_HEADER = "| variant | layer 0 | layer 1 | all layers | input-only control |"
+FIG2B_HEADER = ("| checkpoint | sequence length, pairs held out | layer 0 | layer 1 | all layers | always present | "
+                "input-only | codes − best, best layer |")
 
 
 @pytest.mark.skipif(not (ROOT / "results" / "fig2b").is_dir(), reason="no committed decodings (not a clone)")
 def test_the_fig2b_table_matches_the_committed_decodings():
+    """Every committed decoding has its row (a Fig. 2B run's joins when `results` decodes it), and each row's
+    numbers are recomputed here from the file: per layer the mean F1 over the probed terms on held-out pairs, the
+    "always present" floor from each term's support (2s / (n + s)), the input-only control, and the best layer's
+    margin over the better of the two."""
     page = (ROOT / "results" / "fig2b" / "README.md").read_text()
     assert FIG2B_HEADER in page, "results/fig2b/README.md lost its Fig. 2B table"
     lines = page.split(FIG2B_HEADER)[1].strip().splitlines()[1:]
     table = lines[: next(i for i, line in enumerate(lines) if not line.startswith("|"))]
-    rows = [line.strip("|").split("|") for line in table]
-    assert len(rows) >= 4
-    for variant, *cells in rows:
-        name = variant.strip().replace(", seed ", "-s")
-        decoding = json.loads((ROOT / "results" / "fig2b" / f"fuzzy_logic-{name}.decode.json").read_text())
+    rows = {cells[0].strip(): [c.strip() for c in cells[1:]] for cells in (line.strip("|").split("|") for line in table)}
+    files = sorted((ROOT / "results" / "fig2b").glob("*.decode.json"))
+    assert sorted(rows) == sorted(path.name.removesuffix(".decode.json") for path in files)
+    assert {"fuzzy_logic-softmax", "fuzzy_logic-linear", "fuzzy_logic-hyla"} <= set(rows)
+    for path in files:
+        name, decoding = path.name.removesuffix(".decode.json"), json.loads(path.read_text())
         terms = extras_from_dict(decoding)["terms"]  # these files predate `extras`: the reader takes both shapes
-        # mean F1 over the decodable terms on held-out pairs, per layer (0, 1, all), then the input-only control
         with np.errstate(all="ignore"):
-            expected = [np.nanmean(np.array(f1, dtype=float)) for f1 in terms["f1"]["ood"]]
-        expected.append(terms["input_only_f1"]["ood"])
-        assert [c.strip() for c in cells] == [f"{value:.3f}" for value in expected], variant
+            layers = [np.nanmean(np.array(f1, dtype=float)) for f1 in terms["f1"]["ood"]]
+        support = np.array(terms["support"]["ood"], dtype=float)[terms["evaluated"]]
+        n = decoding["baselines"]["ood"]["n_samples"]
+        floor, control = np.mean(2 * support / (n + support)), terms["input_only_f1"]["ood"]
+        config = json.loads((ROOT / "checkpoints" / name / "config.json").read_text())["task"]["params"]
+        setting, *cells, margin = rows[name]
+        assert setting == f"{config['seq_len']}, {round(100 * config['frac_ood'])}%"
+        assert cells == [f"{value:.3f}" for value in [*layers, floor, control]], name
+        assert margin.startswith(f"{max(layers) - max(floor, control):+.3f} ("), name
 
 
 FIG5 = ROOT / "results" / "fig5"

@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -436,7 +437,7 @@ def _tiny_fuzzy_run(run: Path, variant: str, seed: int) -> None:
 
 
 def test_a_finished_fig2b_run_ships_under_its_setting_name_and_its_decode_lands_in_results(
-        campaign, tmp_path, monkeypatch):
+        campaign, tmp_path, monkeypatch, capsys):
     """`ship` exports a finished Fig. 2B run as `fuzzy_logic_latent-<variant>`, which loads by that name with its
     seed 2024; `results` then decodes it into results/fig2b/ once, beside the input-only control."""
     monkeypatch.setattr(campaign, "ROOT", tmp_path)
@@ -459,6 +460,21 @@ def test_a_finished_fig2b_run_ships_under_its_setting_name_and_its_decode_lands_
     assert decoded["task"] == "fuzzy_logic" and decoded["label"] == "terms"
     assert {layer["layer"] for layer in decoded["layers"]} >= {"0", "1"}
     assert campaign._fig2b_decodes() == []  # already there: not redone
+
+    # its row in results/fig2b/README.md's table (docs/fig2b_table.py), from the decode file's own per-term F1,
+    # stored floor and control, with the setting of the shipped checkpoint (its length, half the pairs held out)
+    spec = importlib.util.spec_from_file_location("fig2b_table", ROOT / "docs" / "fig2b_table.py")
+    fig2b_table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fig2b_table)
+    assert fig2b_table.main([str(tmp_path / "results" / "fig2b")]) == 0
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| fuzzy_logic_latent-hyla |")]
+    terms = decoded["extras"]["terms"]
+    with np.errstate(all="ignore"):
+        layers = [np.nanmean(np.array(f1, dtype=float)) for f1 in terms["f1"]["ood"]]
+    expected = [f"{v:.3f}" if np.isfinite(v) else "n/a" for v in [*layers, terms["always_present_f1"]["ood"],
+                                                                  terms["input_only_f1"]["ood"]]]
+    params = json.loads((tmp_path / "checkpoints" / "fuzzy_logic_latent-hyla" / "config.json").read_text())["task"]["params"]
+    assert [c.strip() for c in row.strip("|").split("|")][1:-1] == [f"{params['seq_len']}, 50%", *expected]
 
 
 def test_a_finished_ablation_row_joins_the_fuzzy_table_and_its_stash_goes_only_then(
