@@ -288,11 +288,13 @@ def _pm(mean: float, sem: float) -> str:
 
 
 def markdown_table(summaries: Sequence[VariantSummary]) -> str:
-    """A Markdown table: variant, seeds, ours (mean ± s.e.), the paper's, and the difference of the means."""
-    lines = ["| task | variant | seeds | ours | paper | ours − paper |", "|---|---|---|---|---|---|"]
+    """A Markdown table: variant, seeds, ours (mean ± s.e.), the paper's, the difference of the means, and that
+    difference in the paper's standard errors (how far from the paper's mean, in its own uncertainty)."""
+    lines = ["| task | variant | seeds | ours | paper | ours − paper | in paper s.e. |", "|---|---|---|---|---|---|---|"]
     for s in summaries:
         paper = "–" if s.paper is None else _pm(*s.paper)
         diff = "–" if s.paper is None else f"{s.mean - s.paper[0]:+.2f}"
+        in_sem = "–" if s.paper is None or not s.paper[1] else f"{(s.mean - s.paper[0]) / s.paper[1]:+.1f}"
         seeds = ", ".join(str(x) for x in s.seeds)
         ours = _pm(s.mean, s.sem)
         if s.unfinished:  # an intermediate evaluation must never read as a final one
@@ -302,7 +304,7 @@ def markdown_table(summaries: Sequence[VariantSummary]) -> str:
             ours += " (not in the mean, still training: " + ", ".join(
                 f"seed {seed} {value:.2f} at step {step} of {steps}" for seed, step, steps, value in s.still_training
             ) + ")"
-        lines.append(f"| {s.task} | {s.variant} | {seeds} | {ours} | {paper} | {diff} |")
+        lines.append(f"| {s.task} | {s.variant} | {seeds} | {ours} | {paper} | {diff} | {in_sem} |")
     return "\n".join(lines)
 
 
