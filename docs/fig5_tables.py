@@ -365,7 +365,7 @@ def accuracy_figure(base: str, names: list[str], records: Path | None = None):
     ax.set(xlim=(0, TRAINING_STEPS * 1.03), ylim=(0, 0.8), xlabel="training step",
            ylabel="model accuracy on held-out rule combinations",
            title="SRAVEN, Table A1 setting: held-out accuracy over training")
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False, handlelength=3.5)
     return fig
 
 
