@@ -5,8 +5,9 @@ held-out term pairs, per layer, beside the "always present" floor and the input-
 
 Each `<checkpoint>.decode.json` there is `latentcode decode` of a shipped fuzzy-logic checkpoint's codes (the
 Table A1 runs at sequence length 32, and the Fig. 2B runs at the paper's setting, `fuzzy_logic_latent-<variant>`).
-The setting column comes from `checkpoints/<checkpoint>/config.json` of the checkout the results folder is in. Files written before the floor was stored
-get it from their per-term support, as `probes.decoding.floors.always_present_f1` computes it.
+The setting column comes from `checkpoints/<checkpoint>/config.json` of the checkout the results folder is in.
+Files written before the floor was stored get it from their per-term support, as
+`probes.decoding.floors.always_present_f1` computes it.
 """
 
 from __future__ import annotations
@@ -83,8 +84,10 @@ def cmd_table(args: argparse.Namespace) -> int:
                          else scores["layers"][layer])
         baseline = max(v for v in (scores["always_present"], scores["input_only"]) if v is not None)
         margin = scores["layers"][best_layer] - baseline
-        best = "n/a" if math.isnan(margin) else f"{margin:+.3f} ({'all layers' if best_layer == 'all' else f'layer {best_layer}'})"
-        print(f"| {name} | {_setting(name, checkpoints)} | " + " | ".join(_cell(scores["layers"].get(layer)) for layer in layers)
+        where = "all layers" if best_layer == "all" else f"layer {best_layer}"
+        best = "n/a" if math.isnan(margin) else f"{margin:+.3f} ({where})"
+        cells = [_cell(scores["layers"].get(layer)) for layer in layers]
+        print(f"| {name} | {_setting(name, checkpoints)} | " + " | ".join(cells)
               + f" | {_cell(scores['always_present'])} | {_cell(scores['input_only'])} | {best} |")
     constant = [f"{name} ({', '.join(scores['constant'])})" for name, scores in rows if scores["constant"]]
     if constant:
