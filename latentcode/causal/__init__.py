@@ -3,7 +3,8 @@ interventions on the codes, the transfer and ablation experiments built on them,
 codes (alignment search and erasure).
 
 Modules: `patching.py`, `interventions.py`, `experiment_result.py`, `transfer.py`, `experiments.py`, `alignment.py`
-(distributed alignment search; its `Interchange` edit lives in `interchange.py`, its `Rotation` in `rotation.py` and
-its counterfactuals in `counterfactuals.py`, the last two re-exported by `alignment.py`) and `erasure.py` (LEACE).
+(distributed alignment search; the rotation's training and score live in `alignment_fit.py`, its `Interchange` edit in
+`interchange.py`, its `Rotation` in `rotation.py` and its counterfactuals in `counterfactuals.py`, all but the edit
+re-exported by `alignment.py`) and `erasure.py` (LEACE).
 Nothing is imported here: import from a module, or the public names from `latentcode`.
 """

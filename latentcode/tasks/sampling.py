@@ -1,5 +1,6 @@
-"""What every task's sampler and saved split lists share: seeded batch streams, table lookups, and the checks a
-saved task dict goes through (`make_config`, `read_task_dict`, `validate_compositions`, `check_disjoint`).
+"""What every task's sampler and saved split lists share: seeded batch streams, table lookups, the held-out split
+of compositions (`hold_out`), and the checks a saved task dict goes through (`make_config`, `read_task_dict`,
+`validate_compositions`, `check_disjoint`).
 
 Public so that a new task, in its own file, draws its batches the way the built-in tasks do. Nothing here knows a
 particular task, and nothing here touches a model.
@@ -18,6 +19,7 @@ from torch import Tensor
 __all__ = [
     "batch_generator",
     "check_disjoint",
+    "hold_out",
     "lookup",
     "make_config",
     "randint",
@@ -83,6 +85,19 @@ def lookup(table: Tensor, index: Tensor) -> Tensor:
 def randint(high: int, shape: tuple[int, ...], generator: torch.Generator, device: str | torch.device) -> Tensor:
     """Integers uniform in [0, high) of `shape`, drawn from `generator` on `device`."""
     return torch.randint(high, shape, generator=generator, device=device)
+
+
+def hold_out(compositions: np.ndarray, frac_ood: float, seed: int) -> dict[str, np.ndarray]:
+    """Split a task's compositions into `train` and `ood`: int(len * frac_ood) rows, chosen by a permutation drawn
+    from `seed`, are held out; each split keeps the rows' order. The split of a saved task never depends on this
+    again: `to_dict` stores both lists.
+
+    >>> {name: rows.tolist() for name, rows in hold_out(np.arange(5)[:, None], 0.4, seed=0).items()}
+    {'train': [[0], [1], [3]], 'ood': [[2], [4]]}
+    """
+    order = np.random.default_rng(seed).permutation(len(compositions))
+    n_ood = int(len(compositions) * frac_ood)
+    return {"train": compositions[np.sort(order[n_ood:])], "ood": compositions[np.sort(order[:n_ood])]}
 
 
 def make_config(cls: type, params: dict[str, Any]) -> Any:

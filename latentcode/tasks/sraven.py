@@ -4,15 +4,16 @@ A 3x3 grid of panels, each a tuple of `n_features` integers mod `n_values`; ever
 rules along the rows, and with `permute_features` each column shuffles the feature slots (the same way in every
 row). The model sees the first 8 panels as one-hot tokens and predicts panel 9. Splits are explicit lists of
 rule multisets drawn from the task seed (spec §8.1). Generation is vectorized torch on the requested device;
-no model code lives here; its parameters (`SRavenConfig`) and rule arithmetic are in `sraven_rules.py`, and
-how an instance is drawn (`instance_html`, `plot_instance`) in `sraven_picture.py`.
+no model code lives here; its parameters (`SRavenConfig`), rule arithmetic and the grids a batch's rules give
+(`rule_grids`) are in `sraven_rules.py`, and how an instance is drawn (`instance_html`, `plot_instance`) in
+`sraven_picture.py`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from itertools import combinations_with_replacement, permutations
+from itertools import combinations_with_replacement
 from typing import Any, ClassVar
 
 import numpy as np
@@ -35,6 +36,7 @@ from latentcode.tasks.registry import register_task
 from latentcode.tasks.sampling import (
     batch_generator,
     check_disjoint,
+    hold_out,
     lookup,
     make_config,
     randint,
@@ -43,18 +45,13 @@ from latentcode.tasks.sampling import (
 )
 from latentcode.tasks.sraven_picture import SRavenPicture
 from latentcode.tasks.sraven_rules import (
-    COEF_A,
-    COEF_B,
-    COEF_D,
-    DISTRIBUTE_THREE,
     MAX_AMBIGUITY_FEATURES,
     RULE_NAMES,
     SRavenConfig,
     ambiguous,
-    distinct_triples,
-    hypotheses,
     rule_answer,
-    slot_triples,
+    rule_grids,
+    rule_table,
 )
 
 __all__ = ["RULE_NAMES", "SRaven", "SRavenConfig"]
@@ -183,15 +180,8 @@ class SRaven(CompositionalTask):
         generator = batch_generator(self.config.seed, split, seed, device)
         rules = lookup(self._on(split, device), randint(len(self._comps[split]), (n,), generator, device))
 
-        # rules 0-6 by one formula from per-row draws s and b; distribute_three from a distinct triple per feature
-        s, b = randint(n_values, (2, n, n_features, 3), generator, device).unsqueeze(-1)
-        coef_a, coef_b, coef_d = lookup(self._on("coef", device), rules).unflatten(-1, (3, 1, 3)).unbind(2)
-        values = (coef_a * s + coef_b * b + coef_d) % n_values
-        row_perm = lookup(self._on("perm3", device), randint(6, (n, n_features, 3), generator, device))
-        three = distinct_triples(n, n_features, n_values, generator, device)
-        spread = three.gather(-1, row_perm.flatten(-2)).view(n, n_features, 3, 3)
-        values = torch.where(rules[:, :, None, None] == DISTRIBUTE_THREE, spread, values)
-        unpermuted_panels = values.permute(0, 2, 3, 1)  # [batch, row, column, feature]
+        tables = self._on("coef", device), self._on("perm3", device)
+        unpermuted_panels = rule_grids(rules, n_values, tables, generator, device)  # [batch, row, column, feature]
 
         if self.config.permute_features and not unpermuted:
             table = self._on("perms", device)
@@ -385,33 +375,17 @@ class SRaven(CompositionalTask):
         return self._device_cache[key]
 
     def _on(self, what: str, device: str | torch.device) -> Tensor:
-        """A constant table as a long tensor on `device`, built once per device."""
+        """A split's compositions or a constant table (`sraven_rules.rule_table`) as a long tensor on `device`,
+        built once per device."""
         key = (what, str(torch.device(device)))
         if key not in self._device_cache:
-            self._device_cache[key] = torch.as_tensor(self._table(what), dtype=torch.long, device=device)
+            table = self._comps[what] if what in self._comps else rule_table(what, self.config.n_features)
+            self._device_cache[key] = torch.as_tensor(table, dtype=torch.long, device=device)
         return self._device_cache[key]
-
-    def _table(self, what: str) -> Any:
-        n_features = self.config.n_features
-        if what in self._comps:
-            return self._comps[what]
-        if what == "coef":
-            return np.concatenate([COEF_A, COEF_B, COEF_D], axis=1)  # [rule, (a, b, d) x column]
-        if what == "perm3":
-            return list(permutations(range(3)))
-        if what == "perms":
-            return list(permutations(range(n_features)))
-        if what == "triples":
-            return slot_triples(n_features)
-        if what == "hypotheses":
-            return hypotheses(n_features)
-        raise KeyError(what)
 
 
 def _draw_compositions(config: SRavenConfig) -> dict[str, np.ndarray]:
     combos = np.array(
         list(combinations_with_replacement(range(len(RULE_NAMES)), config.n_features)), dtype=np.int64
     )
-    order = np.random.default_rng(config.seed).permutation(len(combos))
-    n_ood = int(len(combos) * config.frac_ood)
-    return {"train": combos[np.sort(order[n_ood:])], "ood": combos[np.sort(order[:n_ood])]}
+    return hold_out(combos, config.frac_ood, config.seed)

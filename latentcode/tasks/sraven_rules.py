@@ -1,6 +1,7 @@
 """What SRAVEN is made of, apart from the task class (`sraven.py`): its parameters (`SRavenConfig`), its eight
 rules (`RULE_NAMES`) and their arithmetic: the coefficients that generate rules 0-6, distinct triples for
-distribute_three, the answer a rule gives a grid (`rule_answer`) and the ambiguity check (`rule_fits`,
+distribute_three, the grids a batch's rules give (`rule_grids`), the constant tables the task keeps per device
+(`rule_table`), the answer a rule gives a grid (`rule_answer`) and the ambiguity check (`rule_fits`,
 `ambiguous`). Plain torch on whatever device the tensors are on; no task state and no model code here.
 """
 
@@ -9,13 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import permutations
 from math import comb
+from typing import Any
 
 import numpy as np
 import torch
 from jaxtyping import Bool, Int
 from torch import Tensor
 
-from latentcode.tasks.sampling import randint
+from latentcode.tasks.sampling import lookup, randint
 
 RULE_NAMES: tuple[str, ...] = (
     "constant",
@@ -122,6 +124,38 @@ def distinct_triples(
     return torch.stack([first, second, third], dim=-1)
 
 
+def rule_grids(
+    rules: Int[Tensor, "batch feature"],
+    n_values: int,
+    tables: tuple[Tensor, Tensor],
+    generator: torch.Generator,
+    device: str | torch.device,
+) -> Int[Tensor, "batch row column feature"]:
+    """Every feature's 3x3 grid of values under its rule, unpermuted: rules 0-6 by one formula from per-row draws
+    s and b, distribute_three from a distinct triple per feature spread over the rows in a random order each.
+
+    Draws from `generator` in a fixed order (s and b, the row orders, the triples): every batch of a saved task
+    depends on it.
+
+    Args:
+        rules: rule index per feature (into `RULE_NAMES`).
+        n_values: values a feature takes.
+        tables: `rule_table("coef")` and `rule_table("perm3")` as long tensors on `device`.
+        generator: the batch's generator, on `device`.
+        device: where the grids are generated.
+    """
+    n, n_features = rules.shape
+    coef, perm3 = tables
+    s, b = randint(n_values, (2, n, n_features, 3), generator, device).unsqueeze(-1)
+    coef_a, coef_b, coef_d = lookup(coef, rules).unflatten(-1, (3, 1, 3)).unbind(2)
+    values = (coef_a * s + coef_b * b + coef_d) % n_values
+    row_perm = lookup(perm3, randint(6, (n, n_features, 3), generator, device))
+    three = distinct_triples(n, n_features, n_values, generator, device)
+    spread = three.gather(-1, row_perm.flatten(-2)).view(n, n_features, 3, 3)
+    values = torch.where(rules[:, :, None, None] == DISTRIBUTE_THREE, spread, values)
+    return values.permute(0, 2, 3, 1)  # [batch, row, column, feature]
+
+
 def rule_fits(context: Tensor, n_values: int) -> tuple[Tensor, Tensor]:
     """For context values [..., 8] (rows of 3, 3 and 2): whether each of the 5 rule families of the reference's
     ambiguity check fits, and its answer for the 9th value; both [..., 5]."""
@@ -171,6 +205,27 @@ def hypotheses(n_features: int) -> np.ndarray:
     perms = np.array(list(permutations(range(n_features))))
     first, second = (a.reshape(-1, n_features) for a in np.broadcast_arrays(perms[:, None], perms[None]))
     return (first * n_features + second) * n_features + np.arange(n_features)
+
+
+def rule_table(what: str, n_features: int) -> Any:
+    """One of SRAVEN's constant tables, as integers: 'coef' (`COEF_A`, `COEF_B`, `COEF_D` side by side: [rule,
+    (a, b, d) x column]), 'perm3' (the 6 orders of 3 rows), 'perms' (the n_features! slot orders), 'triples'
+    (`slot_triples`) or 'hypotheses' (`hypotheses`).
+
+    Raises:
+        KeyError: another name.
+    """
+    if what == "coef":
+        return np.concatenate([COEF_A, COEF_B, COEF_D], axis=1)
+    if what == "perm3":
+        return list(permutations(range(3)))
+    if what == "perms":
+        return list(permutations(range(n_features)))
+    if what == "triples":
+        return slot_triples(n_features)
+    if what == "hypotheses":
+        return hypotheses(n_features)
+    raise KeyError(what)
 
 
 def ambiguous(flat: Tensor, n_values: int, triples: Tensor, hypotheses: Tensor) -> Bool[Tensor, " batch"]:
