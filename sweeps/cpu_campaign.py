@@ -449,8 +449,10 @@ def _total_steps(run: Path) -> int | None:
 
 def status() -> None:
     """One line per queued run: its checkpointed step, finished, running, stashed step, and for a run under way its
-    recent speed and the training time it still needs at that speed from its last logged step."""
+    recent speed and the training time it still needs at that speed from its last logged step (a run this machine
+    has not trained yet: at the speed of a run of its sweep and variant here, said so)."""
     speeds = {name: speed_here(name) for name in QUEUE}
+    rates = _variant_rates(speeds)
     width = max(map(len, QUEUE))
     for name in QUEUE:
         run, kept = run_dir(name), STASH / name
@@ -463,6 +465,10 @@ def status() -> None:
         if not finished and progress and progress[1] > 0 and total:
             logged, rate = progress
             line += f"  {rate:.2f} steps/s, {max(total - logged, 0) / rate / 3600:.1f} h to step {total:,}"
+        elif not finished and state.get("step") and total and _variant(name) in rates:
+            rate = rates[_variant(name)]
+            line += (f"  not trained here yet; at this machine's {_variant(name)[1]} speed ({rate:.2f} steps/s) "
+                     f"{max(total - state['step'], 0) / rate / 3600:.1f} h to step {total:,}")
         elif not finished and state.get("step"):
             line += "  no speed measured on this machine yet"
         print(line)
@@ -471,6 +477,20 @@ def status() -> None:
     print(f"left in the queue: {hours:.1f} lane-hours at the measured speeds (about {hours / lanes:.1f} h of the "
           f"machine with {lanes} lanes)" + (f", plus {len(unmeasured)} run(s) of a sweep and variant with no "
                                             f"measured speed yet ({_by_sweep(unmeasured)})" if unmeasured else ""))
+
+
+def _variant(name: str) -> tuple[str, str]:
+    """A queued run's sweep and variant."""
+    return SWEEP[name], name.split("-")[1]
+
+
+def _variant_rates(speeds: dict[str, tuple[int, float] | None]) -> dict[tuple[str, str], float]:
+    """The speed on this machine of each sweep and variant: that of its first queued run with one (`speed_here`)."""
+    rates: dict[tuple[str, str], float] = {}
+    for name in QUEUE:
+        if speeds[name] and speeds[name][1] > 0:
+            rates.setdefault(_variant(name), speeds[name][1])
+    return rates
 
 
 def _by_sweep(names: list[str]) -> str:
@@ -484,35 +504,29 @@ def _by_sweep(names: list[str]) -> str:
 
 
 def queue_hours(speeds: dict[str, tuple[int, float] | None] | None = None) -> tuple[float, list[str]]:
-    """Training time the unfinished runs of the queue still need, in hours of one lane: each run's remaining steps at its
-    own recent speed on this machine, or, for a run this machine has not trained yet, at the recent speed of a run of
-    the same sweep and variant (`speed_here`); and the runs for which no such speed exists. A run not started needs the steps of a started run of
-    its sweep (all of a sweep's queued runs train equally long). `speeds`: `speed` of each queued run, if already
-    read."""
-    def variant(name: str) -> tuple[str, str]:
-        return SWEEP[name], name.split("-")[1]
-
+    """Training time the unfinished runs of the queue still need, in hours of one lane: each run's remaining steps
+    at its own recent speed on this machine, or, for a run this machine has not trained yet, at the recent speed of
+    a run of the same sweep and variant (`_variant_rates`); and the runs for which no such speed exists. A run not
+    started needs the steps of a started run of its sweep (all of a sweep's queued runs train equally long).
+    `speeds`: `speed_here` of each queued run, if already read."""
     if speeds is None:
         speeds = {name: speed_here(name) for name in QUEUE}
-    rates: dict[str, float] = {}
+    rates = _variant_rates(speeds)
     steps: dict[str, int] = {}
     for name in QUEUE:
-        progress, total = speeds[name], _total_steps(run_dir(name))
-        if progress and progress[1] > 0:
-            rates.setdefault(variant(name), progress[1])
+        total = _total_steps(run_dir(name))
         if total:
             steps.setdefault(SWEEP[name], total)
     hours, unmeasured = 0.0, []
     for name in QUEUE:
-        state = _state(run_dir(name))
         if done(name):
             continue
-        rate, total = rates.get(variant(name)), steps.get(SWEEP[name])
+        rate, total = rates.get(_variant(name)), steps.get(SWEEP[name])
         if rate is None or total is None:
             unmeasured.append(name)
             continue
         progress = speeds[name]
-        trained = progress[0] if progress else state.get("step", 0)
+        trained = progress[0] if progress else _state(run_dir(name)).get("step", 0)
         hours += max(total - trained, 0) / rate / 3600
     return hours, unmeasured
 

@@ -224,6 +224,34 @@ def test_queue_hours_prices_each_unfinished_run_at_its_variants_measured_speed(c
                           *campaign.ABLATIONS]  # the seq-32 HYLA speed prices no ablation row either
 
 
+def test_status_prices_a_run_from_another_machine_at_its_variants_speed_here(campaign, tmp_path, monkeypatch,
+                                                                             capsys):
+    """A run back from the GPU has no speed of its own on this machine; its `status` line gives the hours left at
+    the speed of a run of its sweep and variant that a lane here trains, and says that is what it does."""
+    monkeypatch.setattr(campaign, "ROOT", tmp_path)
+    monkeypatch.setattr(campaign, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(campaign, "STASH", tmp_path / "stash")
+    monkeypatch.setattr(campaign, "LOGS", tmp_path / "runs" / "logs")
+    monkeypatch.setattr(campaign, "LOCKS", tmp_path / "runs" / ".locks")
+    campaign.LOGS.mkdir(parents=True)
+    for name, step in (("sraven-softmax-s1", 400), ("sraven-softmax-s2", 1000 - 7200), ("sraven-linear-s1", 300)):
+        run = campaign.run_dir(name)
+        run.mkdir(parents=True)
+        (run / "config.json").write_text(json.dumps({"train": {"steps": 1000 + 7200}}))
+        (run / "train_state.json").write_text(json.dumps({"step": step + 7200, "finished": False}))
+    here = campaign.run_dir("sraven-softmax-s1")
+    (campaign.LOGS / "sraven-softmax-s1.log").write_text("")  # a lane of this machine trains it, 2 steps/s
+    rows = [{"step": 7200 + s, "split": "train", "elapsed_s": s / 2.0} for s in range(100, 401, 100)]
+    (here / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    campaign.status()
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert "2.00 steps/s, 0.1 h to step 8,200" in lines["sraven-softmax-s1"]  # (8200 - 7600) / 2 s = 0.08 h
+    # (8200 - 1000) / 2 s = 1.0 h, at softmax s1's speed
+    assert "not trained here yet; at this machine's softmax speed (2.00 steps/s) 1.0 h to step 8,200" in \
+        lines["sraven-softmax-s2"]
+    assert lines["sraven-linear-s1"].endswith("no speed measured on this machine yet")  # no linear run trains here
+
+
 def _fresh_machine(campaign, tmp_path, monkeypatch) -> list[list[str]]:
     """A machine with no runs/ whose trainings fail at once, so a lane starts exactly one: returns the list each
     started command is appended to."""
