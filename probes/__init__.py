@@ -22,10 +22,8 @@ if TYPE_CHECKING:
         cluster_codes,
     )
     from probes.codes import (
-        LAYER_NAMES,
         SPLITS,
         LatentCodes,
-        resolve_layers,
     )
     from probes.decoding.controls import (
         control_labels,
@@ -92,6 +90,10 @@ if TYPE_CHECKING:
         training_curves_figure,
         variant_figure,
     )
+    from probes.layers import (
+        LAYER_NAMES,
+        resolve_layers,
+    )
     from probes.report import (
         Report,
         ReportSection,
@@ -120,10 +122,8 @@ _EXPORTS: dict[str, str] = {
         "cluster_codes",
     ), "probes.cluster"),
     **dict.fromkeys((
-        "LAYER_NAMES",
         "LatentCodes",
         "SPLITS",
-        "resolve_layers",
     ), "probes.codes"),
     **dict.fromkeys((
         "control_labels",
@@ -192,6 +192,10 @@ _EXPORTS: dict[str, str] = {
         "training_curves_figure",
         "variant_figure",
     ), "probes.figures"),
+    **dict.fromkeys((
+        "LAYER_NAMES",
+        "resolve_layers",
+    ), "probes.layers"),
     **dict.fromkeys((
         "Report",
         "ReportSection",

@@ -1,6 +1,6 @@
-"""`LatentCodes`' labels and metadata on the way in (`check_labels`, `check_meta`), its `.npz` + `.json` file pair
-(`write_codes`, `read_codes`: numpy arrays, no pickles), and the JSON helpers every result's `to_dict` uses
-(`jsonable`, `_json_default`). What the arrays mean is `codes.py`'s business.
+"""`LatentCodes`' arrays, labels and metadata on the way in (`check_codes`, `check_inputs`, `check_labels`,
+`check_meta`), its `.npz` + `.json` file pair (`write_codes`, `read_codes`: numpy arrays, no pickles), and the
+JSON helpers every result's `to_dict` uses (`jsonable`, `_json_default`). What the arrays mean is `codes.py`'s business.
 """
 
 from __future__ import annotations
@@ -17,6 +17,38 @@ import numpy as np
 from probes.metadata import LABEL_KINDS
 
 _LABEL_PREFIX = "label_"
+
+
+def check_codes(codes: Any) -> np.ndarray:
+    """Codes as finite float32 [n, layer, head, query, key]; raises ValueError saying what is wrong."""
+    codes = np.asarray(codes)
+    if codes.ndim != 5:
+        raise ValueError(
+            f"codes has shape {codes.shape}; expected 5 axes [n, layer, head, query, key] "
+            "(add size-1 axes with codes[:, :, :, None] for a single query/key position)"
+        )
+    if not np.issubdtype(codes.dtype, np.number) or np.issubdtype(codes.dtype, np.complexfloating):
+        raise ValueError(f"codes has dtype {codes.dtype}; expected a real float array")
+    codes = codes.astype(np.float32, copy=False)
+    bad = ~np.isfinite(codes)
+    if bad.any():
+        rows = np.unique(np.nonzero(bad)[0])
+        raise ValueError(
+            f"codes contain {int(bad.sum())} NaN or infinite values (rows {rows[:5].tolist()}"
+            f"{'...' if rows.size > 5 else ''}); extraction went wrong upstream (check the checkpoint)"
+        )
+    return codes
+
+
+def check_inputs(inputs: Any, n: int) -> np.ndarray:
+    """Raw input tokens as finite float32 [n, pos, d_in], one row per row of codes; raises ValueError otherwise."""
+    inputs = np.asarray(inputs, dtype=np.float32)
+    if inputs.ndim < 2 or inputs.shape[0] != n or not np.isfinite(inputs).all():
+        raise ValueError(
+            f"inputs has shape {inputs.shape}; expected finite [{n}, pos, d_in] (one row "
+            "of raw tokens per row of codes) or None"
+        )
+    return inputs
 
 
 def check_labels(labels: Any, n: int) -> dict[str, np.ndarray]:

@@ -8,7 +8,8 @@ the input-only control and `codes − best` (`DecodingResult.headlines()`). Cons
 named in a warning box and the summary, and their figures say "constant codes". It reads only what it is given
 (`RunInput`, and the caller's own `ReportSection`s); finding runs is the CLI's job. The page and summary.json are
 written once each, from the results objects: nothing written is read back. The page's pieces are
-`probes.report_page`'s, and the section "Does the model use the code?" is `probes.report_causal`'s.
+`probes.report_page`'s, its sentences that depend on the results (the constant-codes warning, the decoding caption,
+the OOD caveat) `probes.report_text`'s, and the section "Does the model use the code?" is `probes.report_causal`'s.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from tqdm.auto import tqdm
 from probes.codes_io import atomic_write as _atomic_write
 from probes.codes_io import jsonable
 from probes.decoding.extras import TermDecodingResult
-from probes.decoding.headline import HEADLINE
 from probes.decoding.results import DecodingResult
 from probes.degenerate import CONSTANT_RTOL
 from probes.figures import (
@@ -45,8 +45,9 @@ from probes.figures import (
 )
 from probes.report_causal import CAUSAL_SECTION, alignment_table, causal_section, erasure_table
 from probes.report_page import STYLE, Page, ReportSection, SectionsArg, check_sections
+from probes.report_text import constant_layers, constant_title, decoding_caption, ood_caveat
 from probes.run_analysis import ANALYSIS_STEPS, RunAnalysis, RunInput, analyse_run, summary_rows
-from probes.tables import NA, UNDEFINED, format_score
+from probes.tables import format_score
 
 __all__ = ["CAUSAL_SECTION", "EMERGENCE_SECTION", "EXPLORER_SECTION", "REPORT_FILE", "SECTIONS", "SUMMARY_FILE", "Report",
            "ReportSection", "RunAnalysis", "RunInput", "alignment_table", "analyse_run", "build_report",
@@ -97,55 +98,6 @@ class Report:
 
     def __fspath__(self) -> str:
         return os.fspath(self.path)
-
-
-
-def _constant_title(spreads: Mapping[str, Any]) -> str:
-    """The constant-codes explanation, said once for every run (`CodeSpread.message` says it per run)."""
-    first = next(iter(spreads.values()))
-    return (f"Constant codes: across the instances probed ({first.n_samples} for {next(iter(spreads))}), these "
-            f"layers' codes vary by at most {first.rtol:g} of their size (spread / RMS in brackets), the level of "
-            "rounding noise. Their figures and scores show no structure: embeddings (UMAP, PCA) and k-means skip "
-            "them, and a standardized probe of them reads noise. A dead layer, or inputs that fix what the layer "
-            "sees, gives such codes.")
-
-
-def _constant_layers(spread: Any) -> str:
-    """`constant codes in layers 0 (0.0e+00), all (0.0e+00)`: one run's constant layers, with spread / RMS."""
-    rows = [row for row in spread.layers if row.constant]
-    noun = "layer" if len(rows) == 1 else "layers"
-    return f"constant codes in {noun} " + ", ".join(f"{row.layer} ({row.relative:.1e})" for row in rows)
-
-
-def _decoding_caption(with_terms: bool) -> str:
-    """The caption of the decoding section; the always-present floor only where a run has per-term probes."""
-    floors = "chance = uniform guess; majority = rate of the train-majority class"
-    if with_terms:
-        floors += "; always-present = the F1 of answering 'present' for every term (per-term probes)"
-    return (
-        "Linear probes (standardize + logistic regression) fit on train-split codes, scored on held-out splits, "
-        f"each beside the floors a decoder that ignores the codes reaches on the same rows: {floors}. Input-only "
-        f"= the same probe on the raw input tokens; {HEADLINE} = the score minus the best of those. Compare each "
-        f"split with its own floors: they differ between splits. Each table names the reading its codes were "
-        f"taken at. {NA} = not computed, {UNDEFINED} = undefined."
-    )
-
-
-def ood_caveat(result: DecodingResult) -> str:
-    """A plain sentence when held-out (OOD) decoding from the last layer beats test decoding while OOD rows also have a
-    larger majority class: part of the gap is the easier floor, not better codes. "" otherwise (or without both
-    splits, or without a single layer)."""
-    single = [i for i, name in enumerate(result.layer_names) if name != "all"]
-    if not {"test", "ood"} <= set(result.splits) or not single:
-        return ""
-    score = {split: float(result.accuracy(split)[single[-1]]) for split in ("test", "ood")}
-    majority = {split: float(result.baselines[split].majority) for split in ("test", "ood")}
-    if not (score["ood"] > score["test"] and majority["ood"] > majority["test"]):
-        return ""
-    return (f"OOD decoding beats test decoding ({format_score(score['ood'])} against {format_score(score['test'])} "
-            f"from layer {result.layer_names[single[-1]]}) partly because the majority class is larger on OOD rows "
-            f"({format_score(majority['ood'])} against {format_score(majority['test'])}): read each score against "
-            f"its own split's floors ({HEADLINE}), not against the other split.")
 
 
 def _no_codes(page: Page, analysis: RunAnalysis, what: str) -> bool:
@@ -258,7 +210,7 @@ def build_report(
         page.section(section)
     flat = {name: a.spread for name, a in analyses.items() if a.constant_layers}
     if flat:
-        page.warning(_constant_title(flat), [f"{name}: {_constant_layers(spread)}" for name, spread in flat.items()])
+        page.warning(constant_title(flat), [f"{name}: {constant_layers(spread)}" for name, spread in flat.items()])
 
     page.heading(shown["Summary"])
     page.table(["", *runs], summary_rows(analyses))
@@ -302,7 +254,7 @@ def build_report(
     page.heading(shown["Decoding per layer"])
     with_terms = any(isinstance(extra, TermDecodingResult)
                      for a in analyses.values() if a.decoding is not None for extra in a.decoding.extras.values())
-    page.note(_decoding_caption(with_terms))
+    page.note(decoding_caption(with_terms))
     groups: dict[tuple, dict[str, DecodingResult]] = {}
     for name, a in analyses.items():
         if not _no_codes(page, a, "decoding"):

@@ -1,6 +1,6 @@
 """Decoding, in one room: linear probes of ground truth from latent codes, their floors and their controls.
 
-The modules import one way, each only from those above it (and `probes.codes`, `probes.degenerate`):
+The modules import one way, each only from those above it (and `probes.codes`, `probes.layers`, `probes.degenerate`):
 
 - `headline`: what a score is judged against: its floors (`Baseline`), controls (`Controls`) and `Headline`.
 - `extras`: the per-label results a decoding keeps beside its own (`TermDecodingResult`, `BitRegressionResult`).

@@ -79,7 +79,7 @@ class RuleDecoder(ClassifierMixin, BaseEstimator):
         max_iter: solver iterations.
         random_state: seed of the solver.
         layers: the layers whose codes are the features when `X` is `LatentCodes`, as everywhere a layer is taken
-            ("last", "all", a model layer number or a list of them; `probes.codes.resolve_layers`). None: all.
+            ("last", "all", a model layer number or a list of them; `probes.layers.resolve_layers`). None: all.
         label: the label decoded when `X` is `LatentCodes` (None: the codes' default label).
 
     Attributes:

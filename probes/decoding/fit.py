@@ -26,7 +26,7 @@ from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from probes.codes import LatentCodes, LayerChoice
+from probes.codes import LatentCodes
 from probes.decoding.estimators import RuleDecoder
 from probes.decoding.extras import TermDecodingResult
 from probes.decoding.floors import (
@@ -39,6 +39,7 @@ from probes.decoding.floors import (
 from probes.decoding.results import DecodingResult, LayerDecoding
 from probes.degenerate import CONSTANT_RTOL, code_spread
 from probes.labels import class_labels
+from probes.layers import LayerChoice
 
 __all__ = ["LayerChoice", "fit_rules", "fit_terms", "make_probe", "probe_groups"]
 
