@@ -25,6 +25,7 @@ plus, for SRAVEN, snapshots (the weights of every evaluation, for the emergence 
 cadence; neither changes the numbers, and a resume may leave them out. `stash` stops the lanes it finds in the lock
 files and SIGTERMs their trainers, which write a checkpoint between two steps, so the copy is a whole resume state;
 `start` again continues bitwise. Snapshots and logs are not stashed (see docs/campaign-log.md).
+The `results` routine is in sweeps/campaign_results.py, the `status` report in sweeps/campaign_status.py.
 """
 
 from __future__ import annotations
@@ -33,16 +34,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import itertools
 import json
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
 # The checkout this script lives in is the library it trains with (its lanes' `python -m latentcode` run from ROOT
@@ -53,6 +53,12 @@ from latentcode.rundir.files import RunFiles  # noqa: E402
 from latentcode.training.lanes import held_locks, is_locked, train_lane  # noqa: E402
 from latentcode.training.sweep import SweepPoint, point_command  # noqa: E402
 from latentcode.training.sweep_grid import expand_grid, load_grid  # noqa: E402
+
+if str(Path(__file__).resolve().parent) not in sys.path:  # the campaign's modules beside this script, also when it
+    sys.path.append(str(Path(__file__).resolve().parent))  # is loaded by file path (as the tests load it)
+
+import campaign_results  # noqa: E402
+import campaign_status  # noqa: E402
 
 GRIDS = Path(__file__).resolve().parent
 """Where the sweeps of the queued runs are (sweeps/table_a1_<task>.yaml)."""
@@ -242,7 +248,8 @@ def stash_state() -> list[str]:
     stashed = []
     for run in map(run_dir, QUEUE):
         # the checkout the stash belongs to (the main one, from a worktree whose in-progress folder links there)
-        missing = sorted(_snapshot_steps(run) - _committed_steps(run.name, STASH.resolve().parents[1]))
+        missing = sorted(campaign_results.snapshot_steps(run)
+                         - campaign_results.committed_steps(_campaign(), run.name, STASH.resolve().parents[1]))
         if missing:
             print(f"{run.name}: the snapshots of step {', '.join(map(str, missing))} have no emergence rows in "
                   f"{EMERGENCE} yet, and snapshots are not stashed: run `python sweeps/cpu_campaign.py results` and "
@@ -310,225 +317,41 @@ shared by all instances, 2,048 instances per split), as the Table A1 runs' Fig. 
 ACCURACY_FIGURE = "docs/images/sraven_accuracy.png"
 
 
-def _committed_steps(name: str, root: Path | None = None) -> set[int]:
-    table = (root or ROOT) / EMERGENCE / name / "emergence.csv"
-    if not table.is_file():
-        return set()
-    with table.open() as f:
-        return {int(line.split(",", 1)[0]) for line in list(f)[1:] if line.strip()}
-
-
-def _snapshot_steps(run: Path) -> set[int]:
-    return {int(p.name.removeprefix("step-")) for p in (run / "snapshots").glob("step-*") if p.is_dir()}
+def _campaign() -> ModuleType:
+    """This module as it stands (names patched into it included): the routines of sweeps/campaign_results.py and
+    sweeps/campaign_status.py read the campaign's paths and queue from it. The same object whether the script runs
+    as __main__ or is imported, so no second copy of the campaign is ever loaded."""
+    return sys.modules[__name__]
 
 
 def results() -> list[str]:
-    """Bring the committed results up to the runs here (issue 19's routine after each snapshot, issue 31's after each
-    finished run); returns the runs whose results changed.
-
-    - SRAVEN: for every queued run with a snapshot its committed emergence table lacks, `latentcode emergence
-      --update` into results/emergence/<run>/ (CSV and JSON only; the figure files it also writes there are
-      removed) and its docs figure (`docs/fig5_tables.py figure`); then the accuracy-over-training figure of every
-      run with a table (`docs/fig5_tables.py accuracy`) and Table A1's SRAVEN CSV (`latentcode table
-      --include-unfinished`, of each run directory here, else of the run's shipped checkpoint).
-    - Ablation rows: each finished one's test and OOD rows into results/table_a1_fuzzy_logic.csv (replacing rows of
-      the same variant and seed, keeping every other row).
-    - Fig. 2B: `latentcode decode` of each shipped `fuzzy_logic_latent-<variant>` checkpoint without a file in
-      results/fig2b/, copied there as `fuzzy_logic_latent-<variant>.decode.json`.
-
-    Then, if anything changed, the generated docs tables (`docs/gen_tables.py`)."""
-    updated = _emergence_rows() + _ablation_rows() + _fig2b_decodes()
-    if updated:
-        _call("docs/gen_tables.py")
-    return updated
-
-
-def _call(*args: str) -> None:
-    subprocess.run([sys.executable, *args], cwd=ROOT, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-
-
-def _emergence_rows() -> list[str]:
-    updated = []
-    for name in SRAVEN:
-        run = run_dir(name)
-        if not _snapshot_steps(run) - _committed_steps(name):
-            continue
-        out = EMERGENCE / name
-        _call("-m", "latentcode", "emergence", str(run.relative_to(ROOT)), "--out", str(out), "--update",
-              "--no-progress")
-        for figure in ("emergence.png", "emergence.html", "plotly.min.js"):
-            (ROOT / out / figure).unlink(missing_ok=True)  # the docs draw their own (below); only data is committed
-        _call("docs/fig5_tables.py", "figure", name, "--out", f"docs/images/{name.replace('-', '_')}_emergence.png")
-        updated.append(name)
-    if updated:
-        tables = [name for name in SRAVEN if (ROOT / EMERGENCE / name / "emergence.csv").is_file()]
-        _call("docs/fig5_tables.py", "accuracy", *tables, "--out", ACCURACY_FIGURE)
-        _call("-m", "latentcode", "table", *table_runs(), "--include-unfinished", "--csv", str(TABLE_A1))
-    return updated
-
-
-def _ablation_rows() -> list[str]:
-    from latentcode.pipelines.results import collect_results, read_results_csv, write_results_csv
-
-    finished = [name for name in ABLATIONS if _state(run_dir(name)).get("finished") and not _in_fuzzy_table(name)]
-    if not finished:
-        return []
-    new = collect_results(run_dir(name) for name in finished)
-    replaced = {(r.variant, r.seed) for r in new}
-    table = ROOT / FUZZY_TABLE
-    kept = [r for r in (read_results_csv(table) if table.is_file() else []) if (r.variant, r.seed) not in replaced]
-    write_results_csv(kept + new, table)
-    return finished
-
-
-def _fig2b_decodes() -> list[str]:
-    updated = []
-    for name in FIG2B:
-        shipped = shipped_name(name)
-        checkpoint, found = ROOT / "checkpoints" / shipped, ROOT / FIG2B_RESULTS / f"{shipped}.decode.json"
-        if not checkpoint.is_dir() or found.is_file():
-            continue
-        work = RUNS / "analysis" / shipped
-        _call("-m", "latentcode", "decode", str(checkpoint.relative_to(ROOT)), "--out", str(work), *DECODE_ARGS)
-        found.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(work / "codes" / "paper.decode.json", found)
-        updated.append(name)
-    return updated
+    """Bring the committed results up to the runs here; returns the runs whose results changed
+    (`campaign_results.results`)."""
+    return campaign_results.results(_campaign())
 
 
 def table_runs() -> list[str]:
-    """What Table A1's SRAVEN CSV is made from, relative to the repository root: each queued SRAVEN run's directory
-    where it has evaluated here, else its shipped checkpoint (a run finished on another machine: the checkpoint
-    carries its config and metrics and gives the same rows), else nothing (not started, or no evaluation yet)."""
-    runs = []
-    for name in SRAVEN:
-        run, shipped = run_dir(name), ROOT / "checkpoints" / shipped_name(name)
-        if _evaluated(run):
-            runs.append(str(run.relative_to(ROOT)))
-        elif shipped.is_dir():
-            runs.append(str(shipped.relative_to(ROOT)))
-    return runs
+    """What Table A1's SRAVEN CSV is made from (`campaign_results.table_runs`)."""
+    return campaign_results.table_runs(_campaign())
 
 
-def _evaluated(run: Path) -> bool:
-    """Whether a run has evaluated at least once (`latentcode table` refuses a run that has not: one just started
-    by a lane has a metrics.jsonl of training lines only)."""
-    from latentcode.rundir.checkpoint import read_metrics
-
-    return (run / "metrics.jsonl").is_file() and any(r.get("split") == "test" for r in read_metrics(run))
-
-
-def speed(run: Path, window_s: float = 1800.0) -> tuple[int, float] | None:
-    """The last logged step and the run's training speed now: the median, over its last `window_s` seconds of
-    training, of the steps per second between consecutive train rows of metrics.jsonl (their `elapsed_s` counts
-    training time across resumes); None with fewer than two rows. The median, not the mean, so one interval
-    stretched by a paused process (CI stops the lanes with SIGSTOP) does not lower it."""
-    from latentcode.rundir.checkpoint import read_metrics  # skips a last line cut short by a stop mid-write
-
-    rows = [r for r in read_metrics(run) if r.get("split") == "train" and "elapsed_s" in r]
-    if len(rows) < 2:
-        return None
-    last = rows[-1]
-    recent = [r for r in rows if r["elapsed_s"] >= last["elapsed_s"] - window_s]
-    recent = rows[-2:] if len(recent) < 2 else recent
-    rates = [(b["step"] - a["step"]) / (b["elapsed_s"] - a["elapsed_s"]) for a, b in itertools.pairwise(recent)
-             if b["step"] > a["step"] and b["elapsed_s"] > a["elapsed_s"]]
-    return (last["step"], statistics.median(rates)) if rates else None
+speed = campaign_status.speed
 
 
 def speed_here(name: str) -> tuple[int, float] | None:
-    """`speed` of a queued run if a lane of this machine has trained it (its log, runs/logs/<name>.log, exists),
-    else None: a run's rows from another machine (the GPU, another CPU) say nothing of this one's speed."""
-    return speed(run_dir(name)) if (LOGS / f"{name}.log").is_file() else None
-
-
-def _total_steps(run: Path) -> int | None:
-    path = run / "config.json"
-    return json.loads(path.read_text())["train"]["steps"] if path.is_file() else None
+    """A queued run's `speed` if a lane of this machine has trained it, else None (`campaign_status.speed_here`)."""
+    return campaign_status.speed_here(_campaign(), name)
 
 
 def status() -> None:
-    """One line per queued run: its checkpointed step, finished, running, stashed step, and for a run under way its
-    recent speed and the training time it still needs at that speed from its last logged step (a run this machine
-    has not trained yet: at the speed of a run of its sweep and variant here, said so)."""
-    speeds = {name: speed_here(name) for name in QUEUE}
-    rates = _variant_rates(speeds)
-    width = max(map(len, QUEUE))
-    for name in QUEUE:
-        run, kept = run_dir(name), STASH / name
-        state, stashed = _state(run), _state(kept)
-        finished = ("finished" if state.get("finished") else "" if not done(name)
-                    else "in table" if name in ABLATIONS else "shipped")
-        line = (f"{name:{width}s} step {state.get('step', 0):>7}  {finished:8s} "
-                f"{'running' if is_locked(point(name), LOCKS) else '':7s}  stashed step {str(stashed.get('step', '-')):>7}")
-        progress, total = speeds[name], _total_steps(run)
-        if not finished and progress and progress[1] > 0 and total:
-            logged, rate = progress
-            line += f"  {rate:.2f} steps/s, {max(total - logged, 0) / rate / 3600:.1f} h to step {total:,}"
-        elif not finished and state.get("step") and total and _variant(name) in rates:
-            rate = rates[_variant(name)]
-            line += (f"  not trained here yet; at this machine's {_variant(name)[1]} speed ({rate:.2f} steps/s) "
-                     f"{max(total - state['step'], 0) / rate / 3600:.1f} h to step {total:,}")
-        elif not finished and state.get("step"):
-            line += "  no speed measured on this machine yet"
-        print(line)
-    hours, unmeasured = queue_hours(speeds)
-    lanes = 2
-    print(f"left in the queue: {hours:.1f} lane-hours at the measured speeds (about {hours / lanes:.1f} h of the "
-          f"machine with {lanes} lanes)" + (f", plus {len(unmeasured)} run(s) of a sweep and variant with no "
-                                            f"measured speed yet ({_by_sweep(unmeasured)})" if unmeasured else ""))
-
-
-def _variant(name: str) -> tuple[str, str]:
-    """A queued run's sweep and variant."""
-    return SWEEP[name], name.split("-")[1]
-
-
-def _variant_rates(speeds: dict[str, tuple[int, float] | None]) -> dict[tuple[str, str], float]:
-    """The speed on this machine of each sweep and variant: that of its first queued run with one (`speed_here`)."""
-    rates: dict[tuple[str, str], float] = {}
-    for name in QUEUE:
-        if speeds[name] and speeds[name][1] > 0:
-            rates.setdefault(_variant(name), speeds[name][1])
-    return rates
-
-
-def _by_sweep(names: list[str]) -> str:
-    """Runs named by sweep and variant, e.g. 'table_a1_fuzzy_logic: hyla_linear, linear_rmshead'."""
-    variants: dict[str, list[str]] = {}
-    for name in names:
-        found = variants.setdefault(SWEEP[name], [])
-        if name.split("-")[1] not in found:
-            found.append(name.split("-")[1])
-    return "; ".join(f"{sweep}: {', '.join(found)}" for sweep, found in variants.items())
+    """One line per queued run, then the queue's hours left (`campaign_status.status`)."""
+    campaign_status.status(_campaign())
 
 
 def queue_hours(speeds: dict[str, tuple[int, float] | None] | None = None) -> tuple[float, list[str]]:
-    """Training time the unfinished runs of the queue still need, in hours of one lane: each run's remaining steps
-    at its own recent speed on this machine, or, for a run this machine has not trained yet, at the recent speed of
-    a run of the same sweep and variant (`_variant_rates`); and the runs for which no such speed exists. A run not
-    started needs the steps of a started run of its sweep (all of a sweep's queued runs train equally long).
-    `speeds`: `speed_here` of each queued run, if already read."""
-    if speeds is None:
-        speeds = {name: speed_here(name) for name in QUEUE}
-    rates = _variant_rates(speeds)
-    steps: dict[str, int] = {}
-    for name in QUEUE:
-        total = _total_steps(run_dir(name))
-        if total:
-            steps.setdefault(SWEEP[name], total)
-    hours, unmeasured = 0.0, []
-    for name in QUEUE:
-        if done(name):
-            continue
-        rate, total = rates.get(_variant(name)), steps.get(SWEEP[name])
-        if rate is None or total is None:
-            unmeasured.append(name)
-            continue
-        progress = speeds[name]
-        trained = progress[0] if progress else _state(run_dir(name)).get("step", 0)
-        hours += max(total - trained, 0) / rate / 3600
-    return hours, unmeasured
+    """Lane-hours the unfinished runs of the queue still need, and the runs with no speed to price them at
+    (`campaign_status.queue_hours`)."""
+    return campaign_status.queue_hours(_campaign(), speeds)
 
 
 def main() -> None:

@@ -483,11 +483,11 @@ def test_a_finished_fig2b_run_ships_under_its_setting_name_and_its_decode_lands_
     assert "sweeps/fig2_fuzzy_logic_latent.yaml" in record["command"]
     assert campaign.recorded(name)
 
-    assert campaign._fig2b_decodes() == [name]
+    assert campaign.campaign_results.fig2b_decodes(campaign) == [name]
     decoded = json.loads((tmp_path / "results" / "fig2b" / "fuzzy_logic_latent-hyla.decode.json").read_text())
     assert decoded["task"] == "fuzzy_logic" and decoded["label"] == "terms"
     assert {layer["layer"] for layer in decoded["layers"]} >= {"0", "1"}
-    assert campaign._fig2b_decodes() == []  # already there: not redone
+    assert campaign.campaign_results.fig2b_decodes(campaign) == []  # already there: not redone
 
     # its row in results/fig2b/README.md's table (docs/fig2b_table.py), from the decode file's own per-term F1,
     # stored floor and control, with the setting of the shipped checkpoint (its length, half the pairs held out)
@@ -526,7 +526,7 @@ def test_a_finished_ablation_row_joins_the_fuzzy_table_and_its_stash_goes_only_t
     assert "is finished but its result is not committed yet" in capsys.readouterr().err
     assert (campaign.STASH / name / "model.safetensors").is_file()
 
-    assert campaign._ablation_rows() == [name]
+    assert campaign.campaign_results.ablation_rows(campaign) == [name]
     from latentcode.pipelines.results import collect_results, read_results_csv
 
     rows = read_results_csv(table)
@@ -535,7 +535,7 @@ def test_a_finished_ablation_row_joins_the_fuzzy_table_and_its_stash_goes_only_t
     assert rows[0].value == 0.94
     fresh = {r.split: r.value for r in collect_results([campaign.run_dir(name)])}
     assert {r.split: r.value for r in rows[1:]} == fresh and rows[1].step == rows[1].steps == 8
-    assert campaign._ablation_rows() == []
+    assert campaign.campaign_results.ablation_rows(campaign) == []
 
     assert campaign.stash_state() == []
     assert not (campaign.STASH / name).exists()

@@ -1,0 +1,137 @@
+"""The `status` report of sweeps/cpu_campaign.py: each queued run's progress, its training speed on this machine and
+the training time the queue still needs.
+
+The routines that read the queue take the campaign module itself (`campaign`) and read its paths and queue
+(`QUEUE`, `SWEEP`, `STASH`, `LOGS`, `LOCKS`, `run_dir`, `point`, `done`, ...) from it when they run, so a value
+patched there is the value used here. Nothing here imports the campaign: it is handed in.
+"""
+
+from __future__ import annotations
+
+# ruff: noqa: T201 (the report of a command-line script: it prints)
+import itertools
+import json
+import statistics
+from pathlib import Path
+from types import ModuleType
+
+from latentcode.training.lanes import is_locked
+
+Speeds = dict[str, tuple[int, float] | None]
+"""`speed_here` of each queued run."""
+
+
+def speed(run: Path, window_s: float = 1800.0) -> tuple[int, float] | None:
+    """The last logged step and the run's training speed now: the median, over its last `window_s` seconds of
+    training, of the steps per second between consecutive train rows of metrics.jsonl (their `elapsed_s` counts
+    training time across resumes); None with fewer than two rows. The median, not the mean, so one interval
+    stretched by a paused process (CI stops the lanes with SIGSTOP) does not lower it."""
+    from latentcode.rundir.checkpoint import read_metrics  # skips a last line cut short by a stop mid-write
+
+    rows = [r for r in read_metrics(run) if r.get("split") == "train" and "elapsed_s" in r]
+    if len(rows) < 2:
+        return None
+    last = rows[-1]
+    recent = [r for r in rows if r["elapsed_s"] >= last["elapsed_s"] - window_s]
+    recent = rows[-2:] if len(recent) < 2 else recent
+    rates = [(b["step"] - a["step"]) / (b["elapsed_s"] - a["elapsed_s"]) for a, b in itertools.pairwise(recent)
+             if b["step"] > a["step"] and b["elapsed_s"] > a["elapsed_s"]]
+    return (last["step"], statistics.median(rates)) if rates else None
+
+
+def speed_here(campaign: ModuleType, name: str) -> tuple[int, float] | None:
+    """`speed` of a queued run if a lane of this machine has trained it (its log, runs/logs/<name>.log, exists),
+    else None: a run's rows from another machine (the GPU, another CPU) say nothing of this one's speed."""
+    return speed(campaign.run_dir(name)) if (campaign.LOGS / f"{name}.log").is_file() else None
+
+
+def _total_steps(run: Path) -> int | None:
+    path = run / "config.json"
+    return json.loads(path.read_text())["train"]["steps"] if path.is_file() else None
+
+
+def status(campaign: ModuleType) -> None:
+    """One line per queued run: its checkpointed step, finished, running, stashed step, and for a run under way its
+    recent speed and the training time it still needs at that speed from its last logged step (a run this machine
+    has not trained yet: at the speed of a run of its sweep and variant here, said so)."""
+    c = campaign
+    speeds = {name: speed_here(c, name) for name in c.QUEUE}
+    rates = _variant_rates(c, speeds)
+    width = max(map(len, c.QUEUE))
+    for name in c.QUEUE:
+        run, kept = c.run_dir(name), c.STASH / name
+        state, stashed = c._state(run), c._state(kept)
+        finished = ("finished" if state.get("finished") else "" if not c.done(name)
+                    else "in table" if name in c.ABLATIONS else "shipped")
+        line = (f"{name:{width}s} step {state.get('step', 0):>7}  {finished:8s} "
+                f"{'running' if is_locked(c.point(name), c.LOCKS) else '':7s}  stashed step {str(stashed.get('step', '-')):>7}")
+        progress, total = speeds[name], _total_steps(run)
+        variant = _variant(c, name)
+        if not finished and progress and progress[1] > 0 and total:
+            logged, rate = progress
+            line += f"  {rate:.2f} steps/s, {max(total - logged, 0) / rate / 3600:.1f} h to step {total:,}"
+        elif not finished and state.get("step") and total and variant in rates:
+            rate = rates[variant]
+            line += (f"  not trained here yet; at this machine's {variant[1]} speed ({rate:.2f} steps/s) "
+                     f"{max(total - state['step'], 0) / rate / 3600:.1f} h to step {total:,}")
+        elif not finished and state.get("step"):
+            line += "  no speed measured on this machine yet"
+        print(line)
+    hours, unmeasured = queue_hours(c, speeds)
+    lanes = 2
+    print(f"left in the queue: {hours:.1f} lane-hours at the measured speeds (about {hours / lanes:.1f} h of the "
+          f"machine with {lanes} lanes)" + (f", plus {len(unmeasured)} run(s) of a sweep and variant with no "
+                                            f"measured speed yet ({_by_sweep(c, unmeasured)})" if unmeasured else ""))
+
+
+def _variant(campaign: ModuleType, name: str) -> tuple[str, str]:
+    """A queued run's sweep and variant."""
+    return campaign.SWEEP[name], name.split("-")[1]
+
+
+def _variant_rates(campaign: ModuleType, speeds: Speeds) -> dict[tuple[str, str], float]:
+    """The speed on this machine of each sweep and variant: that of its first queued run with one (`speed_here`)."""
+    rates: dict[tuple[str, str], float] = {}
+    for name in campaign.QUEUE:
+        if speeds[name] and speeds[name][1] > 0:
+            rates.setdefault(_variant(campaign, name), speeds[name][1])
+    return rates
+
+
+def _by_sweep(campaign: ModuleType, names: list[str]) -> str:
+    """Runs named by sweep and variant, e.g. 'table_a1_fuzzy_logic: hyla_linear, linear_rmshead'."""
+    variants: dict[str, list[str]] = {}
+    for name in names:
+        found = variants.setdefault(campaign.SWEEP[name], [])
+        if name.split("-")[1] not in found:
+            found.append(name.split("-")[1])
+    return "; ".join(f"{sweep}: {', '.join(found)}" for sweep, found in variants.items())
+
+
+def queue_hours(campaign: ModuleType, speeds: Speeds | None = None) -> tuple[float, list[str]]:
+    """Training time the unfinished runs of the queue still need, in hours of one lane: each run's remaining steps
+    at its own recent speed on this machine, or, for a run this machine has not trained yet, at the recent speed of
+    a run of the same sweep and variant (`_variant_rates`); and the runs for which no such speed exists. A run not
+    started needs the steps of a started run of its sweep (all of a sweep's queued runs train equally long).
+    `speeds`: `speed_here` of each queued run, if already read."""
+    c = campaign
+    if speeds is None:
+        speeds = {name: speed_here(c, name) for name in c.QUEUE}
+    rates = _variant_rates(c, speeds)
+    steps: dict[str, int] = {}
+    for name in c.QUEUE:
+        total = _total_steps(c.run_dir(name))
+        if total:
+            steps.setdefault(c.SWEEP[name], total)
+    hours, unmeasured = 0.0, []
+    for name in c.QUEUE:
+        if c.done(name):
+            continue
+        rate, total = rates.get(_variant(c, name)), steps.get(c.SWEEP[name])
+        if rate is None or total is None:
+            unmeasured.append(name)
+            continue
+        progress = speeds[name]
+        trained = progress[0] if progress else c._state(c.run_dir(name)).get("step", 0)
+        hours += max(total - trained, 0) / rate / 3600
+    return hours, unmeasured
