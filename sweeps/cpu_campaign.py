@@ -5,6 +5,7 @@ clone continues them.
     python sweeps/cpu_campaign.py status              # every run: step, finished, running, stashed; speed and
                                                       # hours left of a run under way, and of the whole queue
     python sweeps/cpu_campaign.py start --lanes 2     # restore stashed runs, then train the queue in the background
+    python sweeps/cpu_campaign.py start --lanes 1 --threads 2   # one lane on two cores: its run ends sooner
     python sweeps/cpu_campaign.py stash               # stop the trainings (each checkpoints), copy their resume
                                                       # state to checkpoints/in-progress/<run>/ (then `git add` it;
                                                       # a finished run keeps its state there until its result is
@@ -37,7 +38,6 @@ import functools
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from latentcode.rundir.files import RunFiles  # noqa: E402
-from latentcode.training.lanes import held_locks, is_locked, train_lane  # noqa: E402
+from latentcode.training.lanes import is_locked, stop_lanes, train_lane  # noqa: E402
 from latentcode.training.sweep import SweepPoint, point_command  # noqa: E402
 from latentcode.training.sweep_grid import expand_grid, load_grid  # noqa: E402
 
@@ -128,9 +128,10 @@ def _cadence(name: str) -> dict:
     return {"checkpoint_every": CHECKPOINT_EVERY, "snapshots": True} if name.startswith("sraven-") else {}
 
 
-def command(name: str) -> list[str]:
-    """The `latentcode train` command of one queued run: its sweep point, one thread and its cadence."""
-    return point_command(point(name), threads=1, **_cadence(name))
+def command(name: str, threads: int = 1) -> list[str]:
+    """The `latentcode train` command of one queued run: its sweep point, its threads (one by default) and its
+    cadence."""
+    return point_command(point(name), threads=threads, **_cadence(name))
 
 
 def _state(run: Path) -> dict:
@@ -178,16 +179,16 @@ def restore() -> list[str]:
     return restored
 
 
-def lane() -> None:
+def lane(threads: int = 1) -> None:
     """Train queued runs one after another until none is left or one stops (runs in the background; `start`
-    launches it): the sweep's queue, `train_lane`, over the queue's points."""
+    launches it): the sweep's queue, `train_lane`, over the queue's points, each trainer on `threads` threads."""
     groups: list[list[SweepPoint]] = []
     for name in QUEUE:  # consecutive runs with the same cadence flags train as one group, in the queue's order
         if not groups or _cadence(groups[-1][-1].name) != _cadence(name):
             groups.append([])
         groups[-1].append(point(name))
     for points in groups:
-        results = train_lane(points, locks=LOCKS, logs=LOGS, threads=1, done=lambda p: done(p.name),
+        results = train_lane(points, locks=LOCKS, logs=LOGS, threads=threads, done=lambda p: done(p.name),
                              **_cadence(points[0].name))
         if results and results[-1].status != "done":
             print(f"{results[-1].point.name} {results[-1].status} (exit status {results[-1].returncode}); see "
@@ -195,47 +196,27 @@ def lane() -> None:
             return
 
 
-def start(lanes: int) -> None:
+def start(lanes: int, threads: int = 1) -> None:
+    if lanes < 1 or threads < 1:
+        raise SystemExit(f"--lanes and --threads must be at least 1 (got {lanes} and {threads})")
     restored = restore()
     if restored:
         print("restored from", STASH.relative_to(ROOT), ":", ", ".join(restored))
     LOGS.mkdir(parents=True, exist_ok=True)
     for i in range(lanes):
         with (LOGS / f"lane{i}.log").open("a") as log:
-            subprocess.Popen(["nice", "-n", "5", sys.executable, __file__, "lane"], stdout=log, stderr=log,
+            subprocess.Popen(["nice", "-n", "5", sys.executable, __file__, "lane", "--threads", str(threads)],
+                             stdout=log, stderr=log,
                              start_new_session=True, cwd=ROOT)
         time.sleep(2)  # the first lane takes its run before the second looks
-    print(f"{lanes} lane(s) started; logs in {LOGS.relative_to(ROOT)}")
-
-
-def _children(pid: int) -> list[int]:
-    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+    print(f"{lanes} lane(s) of {threads} thread(s) started; logs in {LOGS.relative_to(ROOT)}")
 
 
 def stash(timeout: float = 120.0) -> None:
     """Stop the lanes and trainings (each writes a checkpoint), then copy every unfinished run's resume state.
     The lanes and trainers are those named in the held lock files of runs/.locks (a lane that records only its own
     id: its child processes), so no other training of the machine is touched."""
-    trainers = []
-    for pids in held_locks(LOCKS).values():
-        lane_pid, *trainer = pids
-        trainers += trainer or _children(lane_pid)
-        os.kill(lane_pid, signal.SIGKILL)  # the lane only waits on its trainer; it must not start the next run
-    for pid in trainers:
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while any(map(_alive, trainers)) and time.monotonic() < deadline:
-        time.sleep(1)
-    if any(map(_alive, trainers)):
+    if not stop_lanes(LOCKS, timeout):
         raise SystemExit("trainings still running after SIGTERM; stash again once they have exited")
     stash_state()
 
@@ -358,7 +339,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("status")
-    sub.add_parser("lane")
+    p = sub.add_parser("lane")
+    p.add_argument("--threads", type=int, default=1)
     sub.add_parser("ship", help="export every finished SRAVEN and Fig. 2B run to checkpoints/ (seed 0 as "
                                 "sraven-<variant>, Fig. 2B as fuzzy_logic_latent-<variant>)")
     sub.add_parser("results", help="emergence rows, Table A1's CSVs, the Fig. 2B decodes and the docs tables, after "
@@ -368,6 +350,8 @@ def main() -> None:
                    help="start this many lanes again once the state is copied (a mid-session stash)")
     p = sub.add_parser("start")
     p.add_argument("--lanes", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1,
+                   help="threads per lane (`--lanes 1 --threads 2`: the run at the queue's head ends sooner)")
     args = parser.parse_args()
     if args.cmd == "stash":
         stash()
@@ -386,7 +370,8 @@ def main() -> None:
         written = ship()
         print("shipped:", ", ".join(written) if written else "nothing (no finished SRAVEN run without its checkpoint)")
         return
-    {"status": status, "lane": lane, "start": lambda: start(args.lanes)}[args.cmd]()
+    {"status": status, "lane": lambda: lane(args.threads),
+     "start": lambda: start(args.lanes, args.threads)}[args.cmd]()
 
 
 if __name__ == "__main__":

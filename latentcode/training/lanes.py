@@ -10,7 +10,9 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import signal
 import subprocess
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ from latentcode.training.sweep import PointResult, _status, point_command
 from latentcode.training.sweep_grid import SweepPoint
 from latentcode.training.train_state import is_finished
 
-__all__ = ["held_locks", "is_locked", "lock_file", "train_lane"]
+__all__ = ["held_locks", "is_locked", "lock_file", "stop_lanes", "train_lane"]
 
 logger = logging.getLogger(__name__)
 
@@ -118,3 +120,33 @@ def train_lane(
             break
         else:
             return results
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` still runs (an exited one its parent has not reaped yet, a zombie, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc (macOS): the signal's answer
+
+
+def stop_lanes(locks: Path, timeout: float = 120.0) -> bool:
+    """Stop every lane named in the held locks under `locks` and SIGTERM its trainer, which writes a checkpoint
+    between two steps and exits; a lane that recorded only its own id has its child processes stopped. No other
+    process of the machine is touched. Returns whether all the trainers exited within `timeout` seconds."""
+    trainers = []
+    for lane_pid, *trainer in held_locks(locks).values():
+        children = subprocess.run(["pgrep", "-P", str(lane_pid)], capture_output=True, text=True).stdout
+        trainers += trainer or [int(pid) for pid in children.split()]
+        os.kill(lane_pid, signal.SIGKILL)  # the lane only waits on its trainer; it must not start the next run
+    for pid in trainers:
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while any(map(_alive, trainers)) and time.monotonic() < deadline:
+        time.sleep(1)
+    return not any(map(_alive, trainers))

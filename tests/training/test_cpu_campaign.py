@@ -539,3 +539,26 @@ def test_a_finished_ablation_row_joins_the_fuzzy_table_and_its_stash_goes_only_t
 
     assert campaign.stash_state() == []
     assert not (campaign.STASH / name).exists()
+
+
+def test_a_lane_of_two_threads_trains_its_run_on_two_threads(campaign, tmp_path, monkeypatch):
+    """`start --lanes 1 --threads 2` (a run near its end, finished sooner on both cores): the lane's trainer gets
+    `--threads 2` and OMP_NUM_THREADS=2; its sweep point and cadence are those of the one-thread command."""
+    started = _fresh_machine(campaign, tmp_path, monkeypatch)
+    envs = []
+    failing = lanes.subprocess.Popen
+
+    class Recording(failing):
+        def __init__(self, argv, **kwargs):
+            super().__init__(argv, **kwargs)
+            envs.append(kwargs["env"])
+
+    monkeypatch.setattr(lanes.subprocess, "Popen", Recording)
+    campaign.lane(threads=2)
+    [argv] = started
+    one_thread = campaign.command(campaign.FUZZY[0])
+    at = one_thread.index("--threads")
+    assert argv == [*one_thread[:at], "--threads", "2", *one_thread[at + 2:]]
+    assert envs[0]["OMP_NUM_THREADS"] == "2"
+    with pytest.raises(SystemExit, match="at least 1"):
+        campaign.start(lanes=1, threads=0)

@@ -302,3 +302,49 @@ def test_a_lane_skips_points_another_lane_holds_and_trains_the_rest_with_its_cad
     assert lane_pid == os.getpid() and trainer_pid != lane_pid
     # a finished point is left alone: a lane with nothing else to do returns at once
     assert train_lane([free], locks=locks, logs=tmp_path / "logs") == []
+
+
+def test_stop_lanes_kills_each_locked_lane_and_lets_its_trainer_checkpoint_but_spares_other_processes(tmp_path):
+    """What `cpu_campaign.py stash` relies on: the lane named in a held lock dies at once (so it starts no other
+    run), its trainer gets SIGTERM (and so writes its checkpoint), and a process no lock names keeps running."""
+    import subprocess
+    import sys
+    import textwrap
+
+    from latentcode.training.lanes import stop_lanes
+
+    trainer_code = textwrap.dedent(f"""
+        import signal, sys, time
+        def stop(*_):
+            open({str(tmp_path / 'checkpointed')!r}, 'w').write('yes')
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, stop)
+        print('ready', flush=True)
+        time.sleep(120)
+    """)
+    trainer = subprocess.Popen([sys.executable, "-c", trainer_code], stdout=subprocess.PIPE, text=True)
+    bystander = subprocess.Popen([sys.executable, "-c", trainer_code.replace("checkpointed", "bystander")],
+                                 stdout=subprocess.PIPE, text=True)
+    assert trainer.stdout.readline().strip() == "ready" and bystander.stdout.readline().strip() == "ready"
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    lane_code = textwrap.dedent(f"""
+        import fcntl, os, time
+        lock = open({str(locks / 'run.lock')!r}, 'a+')
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        lock.write(f'{{os.getpid()}}\\n{trainer.pid}\\n')
+        lock.flush()
+        print('ready', flush=True)
+        time.sleep(120)
+    """)
+    lane = subprocess.Popen([sys.executable, "-c", lane_code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert lane.stdout.readline().strip() == "ready"
+        assert stop_lanes(locks, timeout=30.0)
+        assert lane.wait(timeout=10) == -9  # SIGKILL: a lane must not go on to the next run
+        assert trainer.wait(timeout=10) == 0 and (tmp_path / "checkpointed").read_text() == "yes"
+        assert bystander.poll() is None and not (tmp_path / "bystander").exists()
+    finally:
+        for process in (lane, trainer, bystander):
+            process.kill()
+            process.wait()
