@@ -11,19 +11,15 @@ from __future__ import annotations
 
 # ruff: noqa: T201 (a command-line script: it reports with print)
 import argparse
-import itertools
 import statistics
 from pathlib import Path
 
-from latentcode.rundir.checkpoint import read_metrics
+from latentcode.rundir.checkpoint import step_rates, train_rows
 
 
 def rates(run: Path, first: int, last: int) -> list[float]:
     """Steps per second between consecutive train rows of `run` whose steps lie in [first, last]."""
-    rows = [r for r in read_metrics(run) if r.get("split") == "train" and "elapsed_s" in r
-            and first <= r["step"] <= last]
-    return [(b["step"] - a["step"]) / (b["elapsed_s"] - a["elapsed_s"]) for a, b in itertools.pairwise(rows)
-            if b["step"] > a["step"] and b["elapsed_s"] > a["elapsed_s"]]
+    return step_rates([r for r in train_rows(run) if first <= r["step"] <= last])
 
 
 def main() -> None:

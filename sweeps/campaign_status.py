@@ -9,7 +9,6 @@ patched there is the value used here. Nothing here imports the campaign: it is h
 from __future__ import annotations
 
 # ruff: noqa: T201 (the report of a command-line script: it prints)
-import itertools
 import json
 import statistics
 from pathlib import Path
@@ -26,16 +25,14 @@ def speed(run: Path, window_s: float = 1800.0) -> tuple[int, float] | None:
     training, of the steps per second between consecutive train rows of metrics.jsonl (their `elapsed_s` counts
     training time across resumes); None with fewer than two rows. The median, not the mean, so one interval
     stretched by a paused process (CI stops the lanes with SIGSTOP) does not lower it."""
-    from latentcode.rundir.checkpoint import read_metrics  # skips a last line cut short by a stop mid-write
+    from latentcode.rundir.checkpoint import step_rates, train_rows  # skips a last line cut short by a stop
 
-    rows = [r for r in read_metrics(run) if r.get("split") == "train" and "elapsed_s" in r]
+    rows = train_rows(run)
     if len(rows) < 2:
         return None
     last = rows[-1]
     recent = [r for r in rows if r["elapsed_s"] >= last["elapsed_s"] - window_s]
-    recent = rows[-2:] if len(recent) < 2 else recent
-    rates = [(b["step"] - a["step"]) / (b["elapsed_s"] - a["elapsed_s"]) for a, b in itertools.pairwise(recent)
-             if b["step"] > a["step"] and b["elapsed_s"] > a["elapsed_s"]]
+    rates = step_rates(rows[-2:] if len(recent) < 2 else recent)
     return (last["step"], statistics.median(rates)) if rates else None
 
 

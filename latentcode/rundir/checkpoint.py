@@ -10,6 +10,7 @@ which also keep the manifest `--force` reads. The training loop is in `train.py`
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
 import os
@@ -154,6 +155,18 @@ def read_metrics(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
             else:
                 raise CheckpointError(f"{path}: line {i + 1} is not valid JSON ({e})") from e
     return records
+
+
+def train_rows(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
+    """The train rows of metrics.jsonl that carry `elapsed_s` (training time, counted across resumes), in order."""
+    return [r for r in read_metrics(run_dir) if r.get("split") == "train" and "elapsed_s" in r]
+
+
+def step_rates(rows: list[dict[str, Any]]) -> list[float]:
+    """Steps per second between each pair of consecutive `rows` (from `train_rows`); a pair whose step or
+    `elapsed_s` does not advance (a row repeated by a resume) gives none."""
+    return [(b["step"] - a["step"]) / (b["elapsed_s"] - a["elapsed_s"]) for a, b in itertools.pairwise(rows)
+            if b["step"] > a["step"] and b["elapsed_s"] > a["elapsed_s"]]
 
 
 def append_metrics(run_dir: str | os.PathLike, records: list[dict[str, Any]]) -> None:

@@ -21,6 +21,8 @@ from latentcode.rundir.checkpoint import (
     append_metrics,
     load_run,
     read_metrics,
+    step_rates,
+    train_rows,
     truncate_metrics,
 )
 from latentcode.rundir.directory import atomic_write_json
@@ -217,6 +219,24 @@ def test_metrics_truncation_and_half_written_lines(tmp_path):
     assert (tmp_path / METRICS_FILE).read_text() == '{"step": 0}\n{"step": 1}\n'
     with pytest.raises(CheckpointError, match="has 2 lines but the checkpoint recorded 5"):
         truncate_metrics(tmp_path, 5)
+
+
+def test_training_speed_reads_train_rows_only_and_skips_rows_a_resume_repeated(tmp_path):
+    """`train_rows` + `step_rates`, which `cpu_campaign.py status` and bench/train_rate.py time runs with: only train
+    rows with training time count (an evaluation row has none), and a row that a resume wrote again (same step, same
+    or earlier elapsed_s) gives no rate instead of a division by zero or a negative speed."""
+    append_metrics(tmp_path, [
+        {"step": 100, "split": "train", "loss": 1.0, "elapsed_s": 10.0},
+        {"step": 100, "split": "ood", "accuracy": 0.5},
+        {"step": 300, "split": "train", "loss": 0.9, "elapsed_s": 20.0},
+        {"step": 300, "split": "train", "loss": 0.9, "elapsed_s": 20.0},  # repeated after a resume
+        {"step": 400, "split": "train", "loss": 0.8},  # a row from before elapsed_s was logged
+        {"step": 700, "split": "train", "loss": 0.7, "elapsed_s": 120.0},
+    ])
+    rows = train_rows(tmp_path)
+    assert [r["step"] for r in rows] == [100, 300, 300, 700]
+    assert step_rates(rows) == [pytest.approx(200 / 10), pytest.approx(400 / 100)]
+    assert train_rows(tmp_path / "absent") == [] and step_rates([]) == []
 
 
 def test_atomic_writes_leave_no_temp_files_and_readable_permissions(run):
