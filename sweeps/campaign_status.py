@@ -10,6 +10,7 @@ from __future__ import annotations
 
 # ruff: noqa: T201 (the report of a command-line script: it prints)
 import json
+import re
 import statistics
 from pathlib import Path
 from types import ModuleType
@@ -20,14 +21,15 @@ Speeds = dict[str, tuple[int, float] | None]
 """`speed_here` of each queued run."""
 
 
-def speed(run: Path, window_s: float = 1800.0) -> tuple[int, float] | None:
+def speed(run: Path, window_s: float = 1800.0, since_step: int = -1) -> tuple[int, float] | None:
     """The last logged step and the run's training speed now: the median, over its last `window_s` seconds of
     training, of the steps per second between consecutive train rows of metrics.jsonl (their `elapsed_s` counts
     training time across resumes); None with fewer than two rows. The median, not the mean, so one interval
-    stretched by a paused process (CI stops the lanes with SIGSTOP) does not lower it."""
+    stretched by a paused process (CI stops the lanes with SIGSTOP) does not lower it. Only rows past `since_step`
+    count."""
     from latentcode.rundir.checkpoint import step_rates, train_rows  # skips a last line cut short by a stop
 
-    rows = train_rows(run)
+    rows = [r for r in train_rows(run) if r["step"] > since_step]
     if len(rows) < 2:
         return None
     last = rows[-1]
@@ -36,10 +38,26 @@ def speed(run: Path, window_s: float = 1800.0) -> tuple[int, float] | None:
     return (last["step"], statistics.median(rates)) if rates else None
 
 
+def starts_here(log: Path) -> list[int]:
+    """The steps a lane of this machine started a run from, oldest first, read from its lane log: each `resuming
+    ... from step N` line, and 0 first where the log begins with a fresh start instead."""
+    text = log.read_text()
+    steps = [int(found) for found in re.findall(r"^resuming .* from step (\d+)$", text, flags=re.MULTILINE)]
+    return steps if text.startswith("resuming ") else [0, *steps]
+
+
 def speed_here(campaign: ModuleType, name: str) -> tuple[int, float] | None:
-    """`speed` of a queued run if a lane of this machine has trained it (its log, runs/logs/<name>.log, exists),
-    else None: a run's rows from another machine (the GPU, another CPU) say nothing of this one's speed."""
-    return speed(campaign.run_dir(name)) if (campaign.LOGS / f"{name}.log").is_file() else None
+    """`speed` of a queued run over the steps a lane of this machine trained (its log, runs/logs/<name>.log, says
+    where each of its starts resumed), else None: a run's rows from another machine (the GPU, another CPU) say
+    nothing of this one's speed, and a run back from the GPU keeps the GPU's rows before the step it resumed here
+    from. The rows since the latest start, or since an earlier one while the latest has too few rows."""
+    log = campaign.LOGS / f"{name}.log"
+    if not log.is_file():
+        return None
+    for start in reversed(starts_here(log)):
+        if (found := speed(campaign.run_dir(name), since_step=start)) is not None:
+            return found
+    return None
 
 
 def _total_steps(run: Path) -> int | None:

@@ -116,22 +116,36 @@ def test_status_speed_is_the_median_recent_rate_and_skips_eval_rows_a_pause_and_
     assert campaign.speed(tmp_path) is None  # one row: no speed yet
 
 
-def test_a_run_not_trained_on_this_machine_has_no_speed_here(campaign, tmp_path, monkeypatch, capsys):
-    """A run that came back from the GPU logs hundreds of steps per second; until a lane here trains it (and writes
-    runs/logs/<name>.log), `status` says its speed is not measured instead of pricing the queue at the GPU's."""
+def test_a_run_back_from_the_gpu_has_a_speed_here_only_from_the_steps_a_lane_here_trained(campaign, tmp_path,
+                                                                                         monkeypatch):
+    """A run that came back from the GPU logs tens of steps per second; until a lane here trains it (and writes
+    runs/logs/<name>.log), `status` says its speed is not measured instead of pricing the queue at the GPU's. Once a
+    lane resumes it, its speed is that of the rows past the step the lane's log says it resumed from, even while the
+    GPU's rows still fill the last half hour of training time; after a restart with one row so far, the rows since
+    the start before."""
     monkeypatch.setattr(campaign, "RUNS", tmp_path / "runs")
     monkeypatch.setattr(campaign, "LOGS", tmp_path / "runs" / "logs")
     monkeypatch.setattr(campaign, "STASH", tmp_path / "stash")
     run = campaign.run_dir("sraven-linear-s1")
     run.mkdir(parents=True)
     (run / "train_state.json").write_text(json.dumps({"step": 31300, "finished": False}))
-    rows = [{"step": s, "split": "train", "elapsed_s": s / 60.0} for s in range(100, 31301, 100)]
-    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    gpu = [{"step": s, "split": "train", "elapsed_s": s / 60.0} for s in range(100, 31301, 100)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in gpu))
     assert campaign.speed(run) == (31300, pytest.approx(60.0))
     assert campaign.speed_here("sraven-linear-s1") is None
+    cpu = [{"step": s, "split": "train", "elapsed_s": 31300 / 60.0 + (s - 31300) / 4.0} for s in range(31350, 32001, 50)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in gpu + cpu))
     campaign.LOGS.mkdir(parents=True)
-    (campaign.LOGS / "sraven-linear-s1.log").write_text("")
-    assert campaign.speed_here("sraven-linear-s1") == (31300, pytest.approx(60.0))
+    log = campaign.LOGS / "sraven-linear-s1.log"
+    log.write_text(f"resuming {run} from step 31300\ntraining linear on sraven: 4 steps of 128 on cpu\n")
+    assert campaign.speed(run)[1] > 30.0  # the last half hour of training time: mostly the GPU's rows
+    assert campaign.speed_here("sraven-linear-s1") == (32000, pytest.approx(4.0))
+    log.write_text(log.read_text() + f"resuming {run} from step 32000\n")  # restarted: one row since is no speed
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write(json.dumps({"step": 32050, "split": "train", "elapsed_s": cpu[-1]["elapsed_s"] + 10.0}) + "\n")
+    assert campaign.speed_here("sraven-linear-s1") == (32050, pytest.approx(4.0))
+    log.write_text("training linear on sraven: 4 steps of 128 on cpu\n")  # a run begun here: every row counts
+    assert campaign.speed_here("sraven-linear-s1")[0] == 32050
 
 
 def test_stash_keeps_a_finished_run_until_it_ships_and_drops_it_after(campaign, tmp_path, monkeypatch, capsys):
