@@ -130,14 +130,17 @@ def table_similarity(base: str, names: list[str]) -> list[str]:
 
 def table_transfer(base: str, names: list[str]) -> list[str]:
     lines = ["| model | split | layer transplanted | follows the donor's rule | same, from a same-rule donor "
-             "(control) | keeps the recipient's answer | recipient's answer unpatched | pairs |",
-             "|---|---|---|---|---|---|---|---|"]
+             "(control) | difference (95%) | keeps the recipient's answer | recipient's answer unpatched | pairs |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for s, folder in _models(base, names):
         for suffix, split in (("", "test"), ("_ood", "ood")):
             for r in _csv(folder / f"rule_transfer{suffix}.csv"):
-                control = _f(r["control"]) if r.get("control") else "–"  # results written before the control
+                control, difference = "–", "–"  # results written before the control
+                if r.get("control"):
+                    diff, half = transfer_difference(r)
+                    control, difference = _f(r["control"]), f"{diff:+.3f} ± {half:.3f}"
                 lines.append(f"| {_who(s)} | {split} | {r['layer']} | {_f(r['transfer'])} | {control} | "
-                             f"{_f(r['keep'])} | {_f(r['clean_keep'])} | {r['n_pairs']} |")
+                             f"{difference} | {_f(r['keep'])} | {_f(r['clean_keep'])} | {r['n_pairs']} |")
     return lines
 
 
@@ -149,13 +152,16 @@ def _similarity_rank(folder: Path, layer: str, centered: bool) -> tuple[float, i
     return float(pairs[at]["cosine"]), at + 1
 
 
-def transfer_interval(row: dict[str, str]) -> float:
-    """Half-width of the 95% interval of transfer minus control for one row of `rule_transfer*.csv`: 1.96 standard
-    errors, each share a binomial proportion over its own pairs (`n_pairs`, `n_control_pairs`), taken as
-    independent. The two shares come from the same recipients, so this ignores their covariance."""
+def transfer_difference(row: dict[str, str]) -> tuple[float, float]:
+    """Transfer minus control for one row of `rule_transfer*.csv` and the half-width of its 95% interval: the paired
+    one `rule_transfer` records (`difference`, `difference_ci`: both shares over the same recipients); for results
+    written before it, 1.96 standard errors with the two shares taken as independent binomials over their pairs
+    (`n_pairs`, `n_control_pairs`), which ignores their covariance."""
+    if row.get("difference_ci"):
+        return float(row["difference"]), float(row["difference_ci"])
     p, q = float(row["transfer"]), float(row["control"])
     n, m = int(row["n_pairs"]), int(row["n_control_pairs"])
-    return 1.96 * math.sqrt(p * (1 - p) / n + q * (1 - q) / m)
+    return p - q, 1.96 * math.sqrt(p * (1 - p) / n + q * (1 - q) / m)
 
 
 def table_claims(base: str, names: list[str]) -> list[str]:
@@ -176,8 +182,9 @@ def table_claims(base: str, names: list[str]) -> list[str]:
         ("5F: and not because the probe memorises inputs", "that layer's control-task selectivity; yes if > 0.05"),
         ("Rule transfer: the donor's codes carry the donor's rule", "share of OOD pairs whose answer becomes the "
          "donor rule's, all layers transplanted, minus the same share with a same-rule donor (the control); "
-         "yes if > 0.1; ± is the difference's 95% interval (1.96 standard errors, the two shares taken as "
-         "independent binomials over their pairs), and a verdict whose interval holds the bar is marked close"),
+         "yes if > 0.1; ± is the difference's 95% interval, paired over the recipients that have a control "
+         "(results written before it: the two shares as independent binomials), and a verdict whose interval "
+         "holds the bar is marked close"),
     ]
     lines = ["| paper's claim | criterion | " + " | ".join(_who(s) for s, _ in models) + " |",
              "|---|---|" + "---|" * len(models)]
@@ -209,7 +216,7 @@ def table_claims(base: str, names: list[str]) -> list[str]:
         if math.isnan(control):  # results written before the control: no verdict without it
             cells[6].append(f"n/a ({transfer:.3f}; no control in these results: run them again)")
         else:
-            diff, half = transfer - control, transfer_interval(row)
+            diff, half = transfer_difference(row)
             close = ", close: the bar is inside the interval" if abs(diff - 0.1) < half else ""
             cells[6].append(f"{'yes' if diff > 0.1 else 'no'} ({transfer:.3f}, control {control:.3f}; "
                             f"{diff:+.3f} ± {half:.3f}{close})")

@@ -35,13 +35,13 @@ from fig5_markdown import (  # noqa: E402
     table_similarity,
     table_snapshots,
     table_transfer,
-    transfer_interval,
+    transfer_difference,
 )
 
 __all__ = [
     "PAIR", "PAPER_OOD_ACC", "RESULTS", "ROOT", "TABLES", "accuracy_figure", "accuracy_series", "latest", "main",
     "record_accuracy", "table_claims", "table_cluster", "table_decode", "table_emergence", "table_similarity",
-    "table_snapshots", "table_transfer", "transfer_interval",
+    "table_snapshots", "table_transfer", "transfer_difference",
 ]
 
 RESULTS = Path("results/fig5")

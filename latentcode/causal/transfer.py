@@ -18,7 +18,7 @@ import torch
 from latentcode.causal.experiment_result import ExperimentResult, layer_bar, layer_choices, take, variant_name
 from latentcode.causal.interventions import transplant
 
-__all__ = ["TRANSFERS", "function_transfer", "rule_transfer"]
+__all__ = ["TRANSFERS", "function_transfer", "paired_difference", "rule_transfer"]
 
 
 def _require(task: Any, needs: tuple[str, ...], experiment: str) -> None:
@@ -47,6 +47,21 @@ def _same_rule_partners(rules: torch.Tensor, of: torch.Tensor, generator: torch.
     candidates[torch.arange(len(of)), of] = False  # not itself
     scores = torch.rand(candidates.shape, generator=generator) * candidates
     return torch.where(candidates.any(dim=1), scores.argmax(dim=1), torch.full_like(of, -1))
+
+
+def paired_difference(a: torch.Tensor, b: torch.Tensor, z: float = 1.96) -> tuple[float, float]:
+    """Mean of a − b over paired 0/1 outcomes (one pair per entry) and the half-width of its normal interval:
+    z standard errors of the per-pair difference (95% for z = 1.96); nan for a half-width with fewer than two pairs.
+    Pairing counts what two shares measured on the same recipients share, which two independent binomials ignore.
+
+    >>> [round(v, 3) for v in paired_difference(torch.tensor([1, 1, 0, 0, 1]), torch.tensor([0, 1, 0, 0, 0]))]
+    [0.4, 0.48]
+    """
+    d = a.double() - b.double()
+    if len(d) == 0:
+        return float("nan"), float("nan")
+    half = z * float(d.std(correction=1)) / len(d) ** 0.5 if len(d) > 1 else float("nan")
+    return float(d.mean()), half
 
 
 def rule_transfer(
@@ -88,7 +103,9 @@ def rule_transfer(
         An `ExperimentResult` with columns `transfer` (the answer became the donor rule's: it is with the
         transplant and was not without), `control` (the same, transplanting from a same-rule donor), `keep` (the
         answer is the recipient's), `clean_keep` (the recipient's answer without intervention), `n_pairs` and
-        `n_control_pairs` (pairs whose recipient has a same-rule partner), per layer.
+        `n_control_pairs` (pairs whose recipient has a same-rule partner), `difference` (transfer minus control,
+        both over the pairs with a control) and `difference_ci` (the half-width of its 95% interval, paired: both
+        shares come from the same recipients, `paired_difference`), per layer.
 
     Raises:
         ValueError: a task without what it needs, layers out of range, or no usable pair.
@@ -138,16 +155,19 @@ def rule_transfer(
                 placebo[at] = result.prediction[:, f].cpu()
         became = (predictions == answer) & (clean != answer)
         by_chance = (placebo == answer) & (clean != answer)
+        difference, half_width = paired_difference(became[controlled], by_chance[controlled])
         rows.append({"layer": name, "transfer": float(became.float().mean()),
                      "control": float(by_chance[controlled].float().mean()) if controlled.any() else float("nan"),
                      "keep": float((predictions == own).float().mean()),
                      "clean_keep": float((clean == own).float().mean()), "n_pairs": len(recipient),
-                     "n_control_pairs": int(controlled.sum())})
+                     "n_control_pairs": int(controlled.sum()), "difference": difference,
+                     "difference_ci": half_width})
     return ExperimentResult(
         name="rule_transfer",
         task=task.name,
         variant=variant_name(model),
-        columns=["transfer", "control", "keep", "clean_keep", "n_pairs", "n_control_pairs"],
+        columns=["transfer", "control", "keep", "clean_keep", "n_pairs", "n_control_pairs", "difference",
+                 "difference_ci"],
         rows=rows,
         counts=counts,
         params={"n_samples": n_samples, "split": split, "seed": seed, "whole_row": whole_row},
@@ -155,8 +175,9 @@ def rule_transfer(
             "transfer: share of pairs whose answer at the differing feature becomes the donor rule's answer on "
             "the recipient's panels (and was not before); control: the same share when the codes come from a "
             "donor with the recipient's own rules (its floor); keep: the answer is the recipient's; clean_keep: "
-            "the recipient's answer without intervention. Pairs whose donor-rule answer is undefined or equals "
-            "the recipient's are left out (counts)."
+            "the recipient's answer without intervention; difference: transfer minus control over the pairs that "
+            "have a control, difference_ci: the half-width of its paired 95% interval. Pairs whose donor-rule "
+            "answer is undefined or equals the recipient's are left out (counts)."
         ),
     )
 

@@ -72,10 +72,31 @@ def test_rule_transfer_of_a_model_that_ignores_its_codes_is_zero(sraven_model):
     counts = result.counts
     assert counts["without_partner"] + counts["undefined"] + counts["same_answer"] + counts["pairs"] == 256
     assert result.column("n_pairs").tolist() == [counts["pairs"]] * 3
+    assert result.column("difference").tolist() == [0.0, 0.0, 0.0] == result.column("difference_ci").tolist()
     reads = rule_transfer(model, task, n_samples=256, progress=False)
     assert reads.column("transfer").max() > 0  # the same pairs move a model that reads its codes
     assert [row["layer"] for row in reads.rows] == ["0", "1", "all"]
     assert rule_transfer(model, task, n_samples=256, layers=[1], progress=False).rows == [reads.rows[1]]
+
+
+def test_the_paired_transfer_difference_is_transfer_minus_control_with_a_paired_interval(sraven_model):
+    """Where every pair has a control, `difference` is the transfer share minus the control share; its interval
+    (1.96 standard errors of the per-pair difference of 0/1 outcomes) is bounded by what the two shares allow: at
+    least the interval with the largest covariance they permit, at most the one with the lowest."""
+    task, model = sraven_model
+    result = rule_transfer(model, task, n_samples=2048, progress=False)  # enough draws for a twin of each recipient
+    checked = 0
+    for row in result.rows:
+        n, p, q = row["n_control_pairs"], row["transfer"], row["control"]
+        if n != row["n_pairs"] or n < 2:
+            continue
+        checked += 1
+        assert row["difference"] == pytest.approx(p - q, abs=1e-6)
+        both_most, both_least = min(p, q), max(0.0, p + q - 1)  # the share of pairs where both moved
+        spread = [p + q - 2 * both - (p - q) ** 2 for both in (both_most, both_least)]  # variance of the difference
+        low, high = (1.96 * (v * n / (n - 1) / n) ** 0.5 for v in spread)
+        assert low - 1e-6 <= row["difference_ci"] <= high + 1e-6
+    assert checked
 
 
 def counts_pairs_with_partner(task, n_samples):

@@ -433,6 +433,9 @@ def test_the_emergence_table_in_the_docs_holds_every_committed_snapshot():
     # 1.96 * sqrt(0.25 * 0.75 / 100 + 0.1 * 0.9 / 100) = 0.103 > |0.15 - 0.1|: a yes, but a close one
     (0.25, 0.1, "| yes (0.250, control 0.100; +0.150 ± 0.103, close: the bar is inside the interval) |"),
     (0.1, 0.1, "| no (0.100, control 0.100; +0.000 ± 0.083) |"),
+    # results with the paired interval: its difference and half-width are the ones given, not recomputed
+    ((0.25, 0.16, 0.05), 0.1, "| yes (0.250, control 0.100; +0.160 ± 0.050) |"),
+    ((0.25, 0.14, 0.05), 0.1, "| yes (0.250, control 0.100; +0.140 ± 0.050, close: the bar is inside the interval) |"),
 ])
 def test_fig5_claims_give_the_transfer_verdict_with_its_95_percent_interval(tmp_path, transfer, control, expected):
     fig5 = _fig5_script()
@@ -441,9 +444,14 @@ def test_fig5_claims_give_the_transfer_verdict_with_its_95_percent_interval(tmp_
         pytest.skip("no committed Fig. 5 results (not a clone)")
     copy = tmp_path / "results" / source.name
     shutil.copytree(source, copy)
+    if isinstance(transfer, tuple):  # (transfer, paired difference, its half-width)
+        transfer, difference, half = transfer
+        header, paired = ",difference,difference_ci", f",{difference},{half}"
+    else:
+        header, paired = "", ""
     (copy / "rule_transfer_ood.csv").write_text(
-        "layer,transfer,control,keep,clean_keep,n_pairs,n_control_pairs\n"
-        f"all,{transfer},{control},0.2,0.8,100,100\n")
+        f"layer,transfer,control,keep,clean_keep,n_pairs,n_control_pairs{header}\n"
+        f"all,{transfer},{control},0.2,0.8,100,100{paired}\n")
     claims = fig5.table_claims(str(copy.parent), ["sraven-softmax-s0"])
     row = next(line for line in claims if line.startswith("| Rule transfer"))
     assert row.endswith(expected), row
