@@ -40,6 +40,7 @@ class ExperimentFigure:
         references: the columns that are unpatched runs (drawn as dashed reference lines).
         ylabel: what the numbers are (e.g. "R² of the output", "share of pairs").
         title: figure title.
+        errors: column -> half-width of its interval per layer (from a `<column>_ci` column), drawn as error bars.
     """
 
     layers: list[str]
@@ -47,6 +48,7 @@ class ExperimentFigure:
     ylabel: str
     title: str
     references: list[str] = field(default_factory=list)
+    errors: dict[str, list[float]] = field(default_factory=dict)
 
     def _styles(self) -> dict[str, dict[str, Any]]:
         colors = dict(zip(self.series, _palette(len(self.series)), strict=True))
@@ -71,6 +73,9 @@ class ExperimentFigure:
         refs = sorted(self.references, key=lambda n: -styles[n]["size"])
         return [n for n in refs if n in self.series] + [n for n in self.series if n not in self.references]
 
+    def _label(self, name: str) -> str:
+        return f"{name} (95% interval)" if name in self.errors else name
+
     def plot(self, ax: Axes | None = None) -> Figure:
         """Draw on `ax` (or a new figure) with the legend beside the axes; returns the figure."""
         (ax,) = _axes_row(ax, 1, 6.5, 3.8)
@@ -80,14 +85,17 @@ class ExperimentFigure:
             st = styles[name]
             ax.plot(x, self.series[name], color=st["color"], linestyle=st["mpl_dash"], marker=st["marker"],
                     markersize=st["size"], markerfacecolor=st["color"] if st["filled"] else "none",
-                    markeredgewidth=1.5, linewidth=1.5, label=name, zorder=2 + z)
+                    markeredgewidth=1.5, linewidth=1.5, label=self._label(name), zorder=2 + z)
+            if name in self.errors:
+                ax.errorbar(x, self.series[name], yerr=self.errors[name], fmt="none", ecolor=st["color"],
+                            elinewidth=1.2, capsize=3, zorder=2 + z)
         ax.axhline(0.0, color="0.8", lw=0.8, zorder=0)
         ax.set_xticks(x, self.layers)
         ax.set_xlabel("layer intervened on")
         ax.set_ylabel(self.ylabel)
         ax.set_title(self.title)
         handles, labels = ax.get_legend_handles_labels()
-        order = [labels.index(n) for n in self.series]  # legend in table order
+        order = [labels.index(self._label(n)) for n in self.series]  # legend in table order
         ax.legend([handles[i] for i in order], [labels[i] for i in order], fontsize="small", frameon=False,
                   loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
         return ax.figure
@@ -106,8 +114,10 @@ class ExperimentFigure:
                     x=self.layers,
                     y=self.series[name],
                     mode="lines+markers",
-                    name=name,
+                    name=self._label(name),
                     legendrank=rank[name],
+                    error_y={"type": "data", "array": self.errors[name], "visible": True} if name in self.errors
+                    else None,
                     line={"color": st["color"], "dash": st["ply_dash"], "width": 2},
                     marker={"symbol": st["symbol"], "size": st["size"] + 3, "color": st["color"],
                             "line": {"width": 2, "color": st["color"]}},
@@ -142,7 +152,8 @@ def experiment_figure(result: Any, ylabel: str | None = None, title: str | None 
         title: figure title (default: experiment, task and variant).
 
     Returns:
-        An `ExperimentFigure`; counting columns (`n_*`) are left out.
+        An `ExperimentFigure`; counting columns (`n_*`) are left out, and a `<column>_ci` column (the half-width of
+        `<column>`'s 95% interval) becomes that column's error bars.
 
     Raises:
         ValueError: no rows or no numeric column.
@@ -159,7 +170,8 @@ def experiment_figure(result: Any, ylabel: str | None = None, title: str | None 
     columns = [c for c in data.get("columns") or [] if not c.startswith("n_")]
     if not rows or not columns:
         raise ValueError(f"experiment {name!r} has no rows or no numeric column to draw")
-    series = {c: [float(row.get(c, np.nan)) for row in rows] for c in columns}
+    intervals = {c for c in columns if c.endswith("_ci") and c[:-3] in columns}  # a column's interval, not a line
+    series = {c: [float(row.get(c, np.nan)) for row in rows] for c in columns if c not in intervals}
     params = data.get("params") or {}
     return ExperimentFigure(
         layers=[str(row["layer"]) for row in rows],
@@ -167,4 +179,5 @@ def experiment_figure(result: Any, ylabel: str | None = None, title: str | None 
         ylabel=ylabel or _ylabel(name, params),
         title=title or f"{name.replace('_', ' ')}: {data.get('task')}, {data.get('variant')}",
         references=[c for c in columns if c == "clean" or c.startswith(("clean_", "donor_"))],
+        errors={c[:-3]: [float(row.get(c, np.nan)) for row in rows] for c in sorted(intervals)},
     )

@@ -461,6 +461,26 @@ def test_experiment_figures_have_a_y_label_and_every_column(table, ylabel):
     assert plotly.layout.yaxis.title.text == ylabel and {t.name for t in plotly.data} == set(columns)
 
 
+def test_a_columns_interval_is_drawn_as_its_error_bars_not_as_a_line():
+    """rule_transfer's `difference_ci` is the half-width of `difference`'s interval: the figure draws it as error
+    bars on the difference line (±0.02 around 0.12 reaches 0.10 and 0.14), in matplotlib and plotly alike."""
+    table = {"name": "rule_transfer", "task": "sraven", "variant": "linear",
+             "columns": ["transfer", "control", "difference", "difference_ci", "n_pairs"], "params": {"split": "ood"},
+             "rows": [{"layer": "0", "transfer": 0.01, "control": 0.01, "difference": 0.0, "difference_ci": 0.005},
+                      {"layer": "all", "transfer": 0.15, "control": 0.03, "difference": 0.12, "difference_ci": 0.02}]}
+    display = experiment_figure(table)
+    assert list(display.series) == ["transfer", "control", "difference"]
+    assert display.errors == {"difference": [0.005, 0.02]}
+    ax = display.plot().axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["transfer", "control", "difference (95% interval)"]
+    [bars] = [c for c in ax.containers if c.has_yerr]
+    segments = bars.lines[2][0].get_segments()
+    np.testing.assert_allclose([seg[:, 1] for seg in segments], [[-0.005, 0.005], [0.10, 0.14]])
+    traces = {t.name: t for t in display.plotly().data}
+    assert list(traces["difference (95% interval)"].error_y.array) == [0.005, 0.02]
+    assert traces["transfer"].error_y.array is None
+
+
 def test_coinciding_experiment_lines_stay_visible():
     """clean_r2_recipient and donor_r2_donor hold the same numbers: their lines differ in dash and marker."""
     display = experiment_figure(_transfer_table())
