@@ -21,8 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path("results/fig5")
 ANALYSES = Path("runs/fig5")
 TRANSFER_SAMPLES = 8192
-"""Instances each rule transfer draws: about 1,900 usable pairs in SRAVEN (three in four draw a donor rule with no
-defined answer), so transfer minus control carries a 95% interval of about ±0.02 (±0.05 from 1,024 instances)."""
+"""Instances each rule transfer draws: 1,650 to 2,050 usable pairs in the five finished SRAVEN models (about two
+draws in three pair with a donor rule that has no defined answer on the recipient's panels), so transfer minus
+control carries a 95% interval of about ±0.02 (±0.05 from 1,024 instances)."""
 
 
 def _rel(path: Path) -> str:
@@ -50,6 +51,16 @@ def commands(run: str, name: str, analysis: Path, transfer_samples: int = TRANSF
                           "probes.input_similarity(codes, 'rule', center=False|True), the same cosines of the "
                           "rule-average one-hot of the pair of raw values at the key positions",
     }
+
+
+def _at_least_two(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count of at least 2 instances (e.g. 8192)")
+    return value
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -80,8 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("run", help="run directory, snapshot (RUN/snapshots/step-N) or shipped name")
     run.add_argument("--name", help="folder name under runs/fig5 and results/fig5 (default: RUN-stepNNNNNN, the step "
                      "of the weights read, so a run still training never reuses an older step's analysis)")
-    run.add_argument("--transfer-samples", type=int, default=TRANSFER_SAMPLES, metavar="N",
-                     help=f"instances each rule transfer draws (default {TRANSFER_SAMPLES:,}: about 1,900 usable pairs)")
+    run.add_argument("--transfer-samples", type=_at_least_two, default=TRANSFER_SAMPLES, metavar="N",
+                     help=f"instances each rule transfer draws (default {TRANSFER_SAMPLES:,}: about 2,000 usable pairs)")
     run.add_argument("--no-umap", action="store_true", help="skip the per-layer UMAPs (the slow part)")
     args = parser.parse_args(argv)
     return cmd_run(args)

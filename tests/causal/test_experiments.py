@@ -61,6 +61,23 @@ def test_same_rule_partners_share_every_rule_and_are_never_the_instance_itself()
     assert partner[3] == -1  # no other instance has rules (0, 1, 2, 5)
 
 
+def test_the_pair_search_in_chunks_finds_the_pairs_of_one_whole_block(monkeypatch):
+    """The donors and same-rule partners found chunk by chunk (to bound memory) are those of one comparison of every
+    instance with every other: the same seeded draws in the same order."""
+    from latentcode.causal import transfer
+
+    rules = SRaven().sample(300, "test", seed=1, unpermuted=True).labels["rules"]
+    found = []
+    for chunk in (300, 7):
+        monkeypatch.setattr(transfer, "_CHUNK", chunk)
+        generator = torch.Generator().manual_seed(0)
+        recipient, donor = _one_feature_pairs(rules, generator)
+        found.append((recipient, donor, _same_rule_partners(rules, recipient, generator)))
+    assert len(found[0][0]) > 250
+    for whole, chunked in zip(*found, strict=True):
+        assert torch.equal(whole, chunked)
+
+
 def test_rule_transfer_of_a_model_that_ignores_its_codes_is_zero(sraven_model):
     task, model = sraven_model
     result = rule_transfer(_ignores_codes(build_model(task, "hyla", "tiny").eval()), task, n_samples=256,
