@@ -35,15 +35,18 @@ def commands(run: str, name: str, analysis: Path, transfer_samples: int = TRANSF
     """The library call behind each file of results/fig5/NAME (recorded in its fig5.json)."""
     call = (f"latentcode.pipelines.fig5.fig5_analysis(open_run({run!r}), out_dir={_rel(analysis)!r}, "
             f"transfer_samples={transfer_samples})")
-    transfer = f"rule_transfer(split='{{}}', n_samples={transfer_samples}, seed=0)"
+
+    def transfer(split: str) -> str:
+        return f"{call}: rule_transfer(split={split!r}, n_samples={transfer_samples}, seed=0)"
+
     return {
         "all": f"python sweeps/fig5.py run {run} --name {name} --transfer-samples {transfer_samples}",
         "codes": f"{call}: the codes at the paper's reading, {_rel(analysis)}/codes/paper.npz",
         "decode.json": f"{call}: decode_run, {_rel(analysis)}/codes/paper.decode.json",
-        "rule_transfer.csv": f"{call}: {transfer.format('test')}",
-        "rule_transfer.json": f"{call}: {transfer.format('test')}",
-        "rule_transfer_ood.csv": f"{call}: {transfer.format('ood')}",
-        "rule_transfer_ood.json": f"{call}: {transfer.format('ood')}",
+        "rule_transfer.csv": transfer("test"),
+        "rule_transfer.json": transfer("test"),
+        "rule_transfer_ood.csv": transfer("ood"),
+        "rule_transfer_ood.json": transfer("ood"),
         "clustering.csv": "latentcode.pipelines.fig5.cluster_rows(codes): probes.cluster_codes(codes, label=LABEL, "
                           "split=None|'ood', k=8, random_state=0), LABEL in rule, target",
         "similarity.csv": "latentcode.pipelines.fig5.similarity_rows(codes): probes.rule_similarity(codes, layer=L, "
