@@ -14,6 +14,7 @@ import re
 import statistics
 from pathlib import Path
 from types import ModuleType
+from typing import NamedTuple
 
 from latentcode.training.lanes import is_locked
 
@@ -76,10 +77,12 @@ def _total_steps(run: Path) -> int | None:
 def status(campaign: ModuleType) -> None:
     """One line per queued run: its checkpointed step, finished, running, stashed step, and for a run under way its
     recent speed and the training time it still needs at that speed from its last logged step (a run this machine
-    has not trained yet: at the speed of a run of its sweep and variant here, said so)."""
+    has not trained yet: at the speed of a run of its sweep and variant here, or, where no such run trains here, at
+    the speed a shipped run of its sweep and variant ended with on another machine; each said so)."""
     c = campaign
     speeds = {name: speed_here(c, name) for name in c.QUEUE}
     rates = _variant_rates(c, speeds)
+    shipped = _shipped_rates(c, rates)
     width = max(map(len, c.QUEUE))
     for name in c.QUEUE:
         run, kept = c.run_dir(name), c.STASH / name
@@ -97,14 +100,20 @@ def status(campaign: ModuleType) -> None:
             rate = rates[variant]
             line += (f"  not trained here yet; at this machine's {variant[1]} speed ({rate:.2f} steps/s) "
                      f"{max(total - state['step'], 0) / rate / 3600:.1f} h to step {total:,}")
+        elif not finished and state.get("step") and total and variant in shipped:
+            rate, source = shipped[variant]
+            line += (f"  no {variant[1]} speed here yet; at the speed {source} ended its training with elsewhere "
+                     f"({rate:.2f} steps/s) {max(total - state['step'], 0) / rate / 3600:.1f} h to step {total:,}")
         elif not finished and state.get("step"):
             line += "  no speed measured on this machine yet"
         print(line)
-    hours, unmeasured = queue_hours(c, speeds)
-    lanes = 2
-    print(f"left in the queue: {hours:.1f} lane-hours at the measured speeds (about {hours / lanes:.1f} h of the "
-          f"machine with {lanes} lanes)" + (f", plus {len(unmeasured)} run(s) of a sweep and variant with no "
-                                            f"measured speed yet ({_by_sweep(c, unmeasured)})" if unmeasured else ""))
+    left, lanes = queue_hours(c, speeds), 2
+    machine = left.here + left.elsewhere
+    print(f"left in the queue: {machine:.1f} lane-hours (about {machine / lanes:.1f} h of the machine with {lanes} "
+          f"lanes)" + (f", {left.elsewhere:.1f} of them at the speed a shipped run of the variant ended with "
+                       f"elsewhere" if left.elsewhere else "")
+          + (f"; plus {len(left.unmeasured)} run(s) of a sweep and variant with no measured speed yet "
+             f"({_by_sweep(c, left.unmeasured)})" if left.unmeasured else ""))
 
 
 def _variant(campaign: ModuleType, name: str) -> tuple[str, str]:
@@ -121,6 +130,24 @@ def _variant_rates(campaign: ModuleType, speeds: Speeds) -> dict[tuple[str, str]
     return rates
 
 
+def _shipped_rates(campaign: ModuleType, rates: dict[tuple[str, str], float]) -> dict[tuple[str, str],
+                                                                                        tuple[float, str]]:
+    """For each sweep and variant with no speed here (not in `rates`): the speed the first of its runs that shipped
+    ended its training with, as a lane trains (one thread: shipped.json's command says `--threads 1`), and that
+    checkpoint's name. Another machine's speed (a fresh machine has no runs/), so only an estimate; a run finished
+    on two threads or on the GPU sets none."""
+    found: dict[tuple[str, str], tuple[float, str]] = {}
+    for name in campaign.QUEUE:
+        variant = _variant(campaign, name)
+        if variant in rates or variant in found or name not in campaign.SHIPS or not campaign.recorded(name):
+            continue
+        shipped = campaign.ROOT / "checkpoints" / campaign.shipped_name(name)
+        command = json.loads((shipped / "shipped.json").read_text()).get("command", "")
+        if "--threads 1 " in f"{command} " and (progress := speed(shipped)) is not None and progress[1] > 0:
+            found[variant] = (progress[1], shipped.name)
+    return found
+
+
 def _by_sweep(campaign: ModuleType, names: list[str]) -> str:
     """Runs named by sweep and variant, e.g. 'table_a1_fuzzy_logic: hyla_linear, linear_rmshead'."""
     variants: dict[str, list[str]] = {}
@@ -131,30 +158,47 @@ def _by_sweep(campaign: ModuleType, names: list[str]) -> str:
     return "; ".join(f"{sweep}: {', '.join(found)}" for sweep, found in variants.items())
 
 
-def queue_hours(campaign: ModuleType, speeds: Speeds | None = None) -> tuple[float, list[str]]:
+class QueueHours(NamedTuple):
+    """The training the unfinished runs of the queue still need, in hours of one lane (`queue_hours`)."""
+
+    here: float
+    """At speeds measured on this machine."""
+    elsewhere: float
+    """At the speed a shipped run of the variant ended with on another machine (`_shipped_rates`)."""
+    unmeasured: list[str]
+    """The runs with neither speed."""
+
+
+def queue_hours(campaign: ModuleType, speeds: Speeds | None = None) -> QueueHours:
     """Training time the unfinished runs of the queue still need, in hours of one lane: each run's remaining steps
     at its own recent speed on this machine, or, for a run this machine has not trained yet, at the recent speed of
-    a run of the same sweep and variant (`_variant_rates`); and the runs for which no such speed exists. A run not
+    a run of the same sweep and variant (`_variant_rates`), else at the speed a shipped run of its sweep and variant
+    ended with elsewhere (`_shipped_rates`, counted apart); and the runs for which no speed exists. A run not
     started needs the steps of a started run of its sweep (all of a sweep's queued runs train equally long).
     `speeds`: `speed_here` of each queued run, if already read."""
     c = campaign
     if speeds is None:
         speeds = {name: speed_here(c, name) for name in c.QUEUE}
     rates = _variant_rates(c, speeds)
+    shipped = _shipped_rates(c, rates)
     steps: dict[str, int] = {}
     for name in c.QUEUE:
         total = _total_steps(c.run_dir(name))
         if total:
             steps.setdefault(c.SWEEP[name], total)
-    hours, unmeasured = 0.0, []
+    here, elsewhere, unmeasured = 0.0, 0.0, []
     for name in c.QUEUE:
         if c.done(name):
             continue
-        rate, total = rates.get(_variant(c, name)), steps.get(c.SWEEP[name])
+        variant, total = _variant(c, name), steps.get(c.SWEEP[name])
+        rate = rates.get(variant) or (shipped[variant][0] if variant in shipped else None)
         if rate is None or total is None:
             unmeasured.append(name)
             continue
         progress = speeds[name]
         trained = progress[0] if progress else c._state(c.run_dir(name)).get("step", 0)
-        hours += max(total - trained, 0) / rate / 3600
-    return hours, unmeasured
+        if variant in rates:
+            here += max(total - trained, 0) / rate / 3600
+        else:
+            elsewhere += max(total - trained, 0) / rate / 3600
+    return QueueHours(here, elsewhere, unmeasured)

@@ -329,9 +329,9 @@ def status() -> None:
     campaign_status.status(_campaign())
 
 
-def queue_hours(speeds: dict[str, tuple[int, float] | None] | None = None) -> tuple[float, list[str]]:
-    """Lane-hours the unfinished runs of the queue still need, and the runs with no speed to price them at
-    (`campaign_status.queue_hours`)."""
+def queue_hours(speeds: dict[str, tuple[int, float] | None] | None = None) -> campaign_status.QueueHours:
+    """Lane-hours the unfinished runs of the queue still need, at speeds measured here and elsewhere, and the runs
+    with no speed to price them at (`campaign_status.queue_hours`)."""
     return campaign_status.queue_hours(_campaign(), speeds)
 
 

@@ -229,10 +229,10 @@ def test_queue_hours_prices_each_unfinished_run_at_its_variants_measured_speed(c
     make("sraven-softmax-s0", rate=2.0, last_step=400, finished=False)
     make("sraven-hyla-s0", rate=1.0, last_step=1000, finished=True)
     make("fuzzy_logic-hyla-s2024-frac0.5", rate=4.0, last_step=400, finished=False)  # Fig. 2B, sequence length 96
-    hours, unmeasured = campaign.queue_hours()
+    here, elsewhere, unmeasured = campaign.queue_hours()
     expected_s = (1000 - 400) / 2.0 + 2 * 1000 / 2.0 + 2 * 1000 / 1.0  # softmax s0, s1, s2; HYLA s1, s2
     expected_s += (1000 - 400) / 4.0  # Fig. 2B HYLA at its own speed, not at the sequence-length-32 runs' 50
-    assert hours == pytest.approx(expected_s / 3600)
+    assert here == pytest.approx(expected_s / 3600) and elsewhere == 0.0
     assert unmeasured == ["sraven-linear-s0", "sraven-linear-s1", "sraven-linear-s2",
                           "fuzzy_logic-softmax-s2024-frac0.5", "fuzzy_logic-linear-s2024-frac0.5",
                           *campaign.ABLATIONS]  # the seq-32 HYLA speed prices no ablation row either
@@ -264,6 +264,43 @@ def test_status_prices_a_run_from_another_machine_at_its_variants_speed_here(cam
     assert "not trained here yet; at this machine's softmax speed (2.00 steps/s) 1.0 h to step 8,200" in \
         lines["sraven-softmax-s2"]
     assert lines["sraven-linear-s1"].endswith("no speed measured on this machine yet")  # no linear run trains here
+
+
+def test_a_variant_not_trained_here_is_priced_at_the_speed_its_shipped_one_thread_run_ended_with(
+        campaign, tmp_path, monkeypatch, capsys):
+    """On a fresh machine no linear run has trained yet: linear seed 1, back from the GPU, is priced at the speed
+    linear seed 0 ended its training with (its shipped metrics, one-thread lane), said so and counted apart from
+    the speeds measured here. A variant whose only shipped run finished on two threads gets no such estimate."""
+    monkeypatch.setattr(campaign, "ROOT", tmp_path)
+    monkeypatch.setattr(campaign, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(campaign, "STASH", tmp_path / "stash")
+    monkeypatch.setattr(campaign, "LOGS", tmp_path / "runs" / "logs")
+    monkeypatch.setattr(campaign, "LOCKS", tmp_path / "runs" / ".locks")
+    campaign.LOGS.mkdir(parents=True)
+    for name, threads, rate in (("sraven-linear-s0", 1, 5.0), ("sraven-hyla-s0", 2, 3.0)):
+        shipped = tmp_path / "checkpoints" / campaign.shipped_name(name)
+        shipped.mkdir(parents=True)
+        command = f"latentcode train sraven --seed 0 --threads {threads} --no-progress"
+        (shipped / "shipped.json").write_text(json.dumps({"command": command}))
+        # 60 s at 100 steps/s (a GPU start), then its last half hour on a CPU at `rate`
+        rows = [{"step": s, "split": "train", "elapsed_s": s / 100.0} for s in range(100, 6001, 100)]
+        rows += [{"step": 6000 + s, "split": "train", "elapsed_s": 60.0 + s / rate} for s in range(50, 9001, 50)]
+        (shipped / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for name in ("sraven-linear-s1", "sraven-hyla-s1"):
+        run = campaign.run_dir(name)
+        run.mkdir(parents=True)
+        (run / "config.json").write_text(json.dumps({"train": {"steps": 45000}}))
+        (run / "train_state.json").write_text(json.dumps({"step": 9000, "finished": False}))
+    campaign.status()
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    # (45000 - 9000) / 5 s = 2.0 h
+    assert ("no linear speed here yet; at the speed sraven-linear ended its training with elsewhere (5.00 steps/s) "
+            "2.0 h to step 45,000") in lines["sraven-linear-s1"]
+    assert lines["sraven-hyla-s1"].endswith("no speed measured on this machine yet")
+    here, elsewhere, unmeasured = campaign.queue_hours()
+    assert here == 0.0
+    assert elsewhere == pytest.approx(((45000 - 9000) + (45000 - 0)) / 5.0 / 3600)  # linear seeds 1 and 2
+    assert "sraven-linear-s1" not in unmeasured and "sraven-hyla-s1" in unmeasured
 
 
 def _fresh_machine(campaign, tmp_path, monkeypatch) -> list[list[str]]:
