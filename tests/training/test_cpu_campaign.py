@@ -205,15 +205,22 @@ def test_stash_from_a_worktree_sees_the_checkpoint_shipped_into_the_main_checkou
     assert not old.exists()
 
 
+def _empty_machine(campaign, tmp_path, monkeypatch) -> None:
+    """The campaign's checkout, runs, stash, lane logs and locks moved under tmp_path: nothing trained or shipped
+    yet, and an empty log folder for the test to fill."""
+    monkeypatch.setattr(campaign, "ROOT", tmp_path)
+    monkeypatch.setattr(campaign, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(campaign, "STASH", tmp_path / "stash")
+    monkeypatch.setattr(campaign, "LOGS", tmp_path / "runs" / "logs")
+    monkeypatch.setattr(campaign, "LOCKS", tmp_path / "runs" / ".locks")
+    campaign.LOGS.mkdir(parents=True)
+
+
 def test_queue_hours_prices_each_unfinished_run_at_its_variants_measured_speed(campaign, tmp_path, monkeypatch):
     """`status` ends with the training the queue still needs: a run under way at its own speed, a run not started at
     the speed of its task and variant (here HYLA seed 0's, which finished), and a variant never trained is named
     instead of guessed."""
-    monkeypatch.setattr(campaign, "ROOT", tmp_path)  # no shipped checkpoints here
-    monkeypatch.setattr(campaign, "RUNS", tmp_path / "runs")
-    monkeypatch.setattr(campaign, "STASH", tmp_path / "stash")
-    monkeypatch.setattr(campaign, "LOGS", tmp_path / "runs" / "logs")
-    campaign.LOGS.mkdir(parents=True)
+    _empty_machine(campaign, tmp_path, monkeypatch)  # no shipped checkpoints here
 
     def make(name, rate, last_step, finished):
         run = campaign.run_dir(name)
@@ -242,12 +249,7 @@ def test_status_prices_a_run_from_another_machine_at_its_variants_speed_here(cam
                                                                              capsys):
     """A run back from the GPU has no speed of its own on this machine; its `status` line gives the hours left at
     the speed of a run of its sweep and variant that a lane here trains, and says that is what it does."""
-    monkeypatch.setattr(campaign, "ROOT", tmp_path)
-    monkeypatch.setattr(campaign, "RUNS", tmp_path / "runs")
-    monkeypatch.setattr(campaign, "STASH", tmp_path / "stash")
-    monkeypatch.setattr(campaign, "LOGS", tmp_path / "runs" / "logs")
-    monkeypatch.setattr(campaign, "LOCKS", tmp_path / "runs" / ".locks")
-    campaign.LOGS.mkdir(parents=True)
+    _empty_machine(campaign, tmp_path, monkeypatch)
     for name, step in (("sraven-softmax-s1", 400), ("sraven-softmax-s2", 1000 - 7200), ("sraven-linear-s1", 300)):
         run = campaign.run_dir(name)
         run.mkdir(parents=True)
@@ -271,12 +273,7 @@ def test_a_variant_not_trained_here_is_priced_at_the_speed_its_shipped_one_threa
     """On a fresh machine no linear run has trained yet: linear seed 1, back from the GPU, is priced at the speed
     linear seed 0 ended its training with (its shipped metrics, one-thread lane), said so and counted apart from
     the speeds measured here. A variant whose only shipped run finished on two threads gets no such estimate."""
-    monkeypatch.setattr(campaign, "ROOT", tmp_path)
-    monkeypatch.setattr(campaign, "RUNS", tmp_path / "runs")
-    monkeypatch.setattr(campaign, "STASH", tmp_path / "stash")
-    monkeypatch.setattr(campaign, "LOGS", tmp_path / "runs" / "logs")
-    monkeypatch.setattr(campaign, "LOCKS", tmp_path / "runs" / ".locks")
-    campaign.LOGS.mkdir(parents=True)
+    _empty_machine(campaign, tmp_path, monkeypatch)
     for name, threads, rate in (("sraven-linear-s0", 1, 5.0), ("sraven-hyla-s0", 2, 3.0)):
         shipped = tmp_path / "checkpoints" / campaign.shipped_name(name)
         shipped.mkdir(parents=True)
