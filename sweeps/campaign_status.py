@@ -107,7 +107,7 @@ def status(campaign: ModuleType) -> None:
         elif not finished and state.get("step"):
             line += "  no speed measured on this machine yet"
         print(line)
-    left, lanes = queue_hours(c, speeds), 2
+    left, lanes = _hours(c, speeds, rates, shipped), 2
     machine = left.here + left.elsewhere
     print(f"left in the queue: {machine:.1f} lane-hours (about {machine / lanes:.1f} h of the machine with {lanes} "
           f"lanes)" + (f", {left.elsewhere:.1f} of them at the speed a shipped run of the variant ended with "
@@ -180,7 +180,13 @@ def queue_hours(campaign: ModuleType, speeds: Speeds | None = None) -> QueueHour
     if speeds is None:
         speeds = {name: speed_here(c, name) for name in c.QUEUE}
     rates = _variant_rates(c, speeds)
-    shipped = _shipped_rates(c, rates)
+    return _hours(c, speeds, rates, _shipped_rates(c, rates))
+
+
+def _hours(campaign: ModuleType, speeds: Speeds, rates: dict[tuple[str, str], float],
+           shipped: dict[tuple[str, str], tuple[float, str]]) -> QueueHours:
+    """`queue_hours` from the speeds and rates already read (`status` has them)."""
+    c = campaign
     steps: dict[str, int] = {}
     for name in c.QUEUE:
         total = _total_steps(c.run_dir(name))
