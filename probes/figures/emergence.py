@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 from probes.figures._base import _axes_row, _palette
 
@@ -100,6 +101,8 @@ class EmergenceFigure:
         right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
         for panel in axes:  # training starts at 0: a table of one or two snapshots still reads as "how far in"
             panel.set_xlim(0, 1.05 * max(self.steps))
+            if max(self.steps) >= 10_000:  # "100000120000" runs together under a 5-inch panel; "100k 120k" does not
+                panel.xaxis.set_major_formatter(_THOUSANDS)
         left.figure.suptitle(self.title)
         return left.figure
 
@@ -225,6 +228,9 @@ def with_gaps(steps: Sequence[int], values: Sequence[float]) -> tuple[list[float
     plotly both break the line instead of bridging the gap."""
     points = sorted([*zip(steps, values, strict=True), *((s, math.nan) for s in missing_steps(steps))])
     return [float(s) for s, _ in points], [float(v) for _, v in points]
+
+
+_THOUSANDS = FuncFormatter(lambda x, _: f"{x / 1000:g}k" if x else "0")
 
 
 def _steps_text(steps: Sequence[int]) -> str:

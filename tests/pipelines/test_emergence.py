@@ -266,3 +266,20 @@ def test_by_default_the_table_goes_into_the_run_where_the_report_shows_it(snap_r
     assert "has no snapshots" in capsys.readouterr().err
     remove_run_files(run)
     assert not (run / "emergence").exists()
+
+
+def test_a_long_run_labels_its_steps_in_thousands_a_short_one_in_steps(rows):
+    """A paper-length run (156,250 steps) on a 5-inch panel: 100000 and 120000 printed in full run into each other,
+    so every panel labels them 100k, 120k; a short run keeps its plain step numbers."""
+    from dataclasses import replace
+
+    from probes.figures import emergence_figure
+
+    long_run = emergence_figure([replace(r, step=r.step * 2_500) for r in rows])  # steps 75,000 and 150,000
+    for ax in long_run.plot().axes:
+        ax.figure.canvas.draw()
+        labels = [t.get_text() for t in ax.get_xticklabels()]
+        assert labels[0] == "0" and "100k" in labels and all(t == "0" or t.endswith("k") for t in labels)
+    short = emergence_figure(rows).plot().axes[0]
+    short.figure.canvas.draw()
+    assert [t.get_text() for t in short.get_xticklabels()][:2] == ["0", "10"]
