@@ -8,14 +8,21 @@ where the time of one model's step goes (torch.profiler). Not a test: nothing he
     python bench/train_throughput.py --moe --seconds 10   # MoE variants too, longer timing windows
     python bench/train_throughput.py --profile sraven hyla
     python bench/train_throughput.py --tasks fuzzy_logic --fuzzy-seq-len 32 --variants softmax linear hyla --threads 1
+
+With --json PATH it also writes the rows, the command and the machine as JSON: `sweeps/cpu_campaign.py status`
+prices a queued run that no lane has trained yet at the one-thread steps per CPU-second of results/lane_speeds/*.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import shlex
+import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -71,7 +78,8 @@ def measure(task_name: str, variant: str, *, batch_size: int, warmup: int, secon
         torch.cuda.synchronize()
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     return {
-        "task": task_name, "variant": variant, "params": sum(p.numel() for p in model.parameters()),
+        "task": task_name, "seq_len": fuzzy_seq_len if task_name == "fuzzy_logic" else None, "variant": variant,
+        "params": sum(p.numel() for p in model.parameters()),
         "steps_per_s": steps / elapsed, "sample_ms": 1000 * sample_s / steps,
         "step_ms": 1000 * elapsed / steps, "cpu_utilization": cpu / elapsed, "steps_per_cpu_s": steps / cpu,
     }
@@ -84,7 +92,8 @@ def table(rows: list[dict]) -> str:
     lines = ["| task | variant | parameters | steps/s | steps per CPU-s | JAX steps/s | ratio | ratio per CPU-s | "
              "ms/step (sampling) | CPU use |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        ref = JAX_REFERENCE.get((r["task"], r["variant"]))
+        # the reference timings are of the tasks' default sizes: a fuzzy-logic row of another length has none
+        ref = JAX_REFERENCE.get((r["task"], r["variant"])) if r.get("seq_len") is None else None
         ratio = f"{r['steps_per_s'] / ref:.2f}×" if ref else "—"
         ratio_cpu = f"{r['steps_per_cpu_s'] / ref:.2f}×" if ref else "—"
         lines.append(f"| {r['task']} | {r['variant']} | {r['params']:,} | {r['steps_per_s']:.1f} | "
@@ -133,10 +142,15 @@ def main() -> None:
     parser.add_argument("--profile", nargs=2, metavar=("TASK", "VARIANT"), help="profile one model instead")
     parser.add_argument("--default-allocator", action="store_true",
                         help="keep glibc's default mmap/trim thresholds (what latentcode.training.train used before 0.2)")
+    parser.add_argument("--json", type=Path, metavar="PATH",
+                        help="also write the rows, the command and the machine to this JSON file (a new file)")
     parser.add_argument("--plain-attention", action="store_true",
                         help="train HYLA through the plain torch attention path (fused_attention=False, as runs "
                              "written before it existed)")
     args = parser.parse_args()
+    if args.json is not None and (args.json.exists() or not args.json.parent.is_dir()):
+        parser.error(f"--json {args.json}: " + ("exists; name a new file" if args.json.exists()
+                                                 else "its folder does not exist; create it first"))
     allocator = "glibc defaults" if args.default_allocator else (
         "mallopt thresholds raised" if keep_freed_memory() else "platform default")
     if args.threads:
@@ -154,11 +168,18 @@ def main() -> None:
                                 fused_attention=not args.plain_attention))
             r = rows[-1]
             print(f"# {task_name} {variant}: {r['steps_per_s']:.2f} steps/s", flush=True)
-    print(f"\nMachine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, torch "
-          f"{torch.__version__}, {torch.get_num_threads()} threads, device {device}, batch {args.batch_size}, "
-          f"load average {os.getloadavg()[0]:.1f} at the end, allocator: {allocator}, attention: "
-          f"{'plain' if args.plain_attention else 'fused (HYLA on a CPU)'}\n")
+    machine = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
+               f"{torch.get_num_threads()} threads, device {device}, batch {args.batch_size}, load average "
+               f"{os.getloadavg()[0]:.1f} at the end, allocator: {allocator}, attention: "
+               f"{'plain' if args.plain_attention else 'fused (HYLA on a CPU)'}")
+    print(f"\nMachine: {machine}\n")
     print(table(rows))
+    if args.json is not None:
+        command = shlex.join(["python", "bench/train_throughput.py", *sys.argv[1:]])
+        record = {"command": command, "machine": machine, "threads": torch.get_num_threads(),
+                  "batch_size": args.batch_size, "rows": rows}
+        args.json.write_text(json.dumps(record, indent=1) + "\n")
+        print(f"\nwritten to {args.json}")
 
 
 if __name__ == "__main__":

@@ -78,11 +78,13 @@ def status(campaign: ModuleType) -> None:
     """One line per queued run: its checkpointed step, finished, running, stashed step, and for a run under way its
     recent speed and the training time it still needs at that speed from its last logged step (a run this machine
     has not trained yet: at the speed of a run of its sweep and variant here, or, where no such run trains here, at
-    the speed a shipped run of its sweep and variant ended with on another machine; each said so)."""
+    the speed a shipped run of its sweep and variant ended with on another machine, else at a committed benchmark's
+    steps per CPU-second; each said so)."""
     c = campaign
     speeds = {name: speed_here(c, name) for name in c.QUEUE}
     rates = _variant_rates(c, speeds)
     shipped = _shipped_rates(c, rates)
+    benchmarks = _benchmark_rates(c)
     width = max(map(len, c.QUEUE))
     for name in c.QUEUE:
         run, kept = c.run_dir(name), c.STASH / name
@@ -104,14 +106,20 @@ def status(campaign: ModuleType) -> None:
             rate, source = shipped[variant]
             line += (f"  no {variant[1]} speed here yet; at the speed {source} ended its training with elsewhere "
                      f"({rate:.2f} steps/s) {max(total - state['step'], 0) / rate / 3600:.1f} h to step {total:,}")
+        elif not finished and state.get("step") and total and (found := benchmarks.get(_bench_key(c, name))):
+            rate, source = found
+            line += (f"  no {variant[1]} speed here yet; at the steps per CPU-second a benchmark measured "
+                     f"({rate:.2f}, {source}) {max(total - state['step'], 0) / rate / 3600:.1f} h to step {total:,}")
         elif not finished and state.get("step"):
             line += "  no speed measured on this machine yet"
         print(line)
-    left, lanes = _hours(c, speeds, rates, shipped), 2
-    machine = left.here + left.elsewhere
+    left, lanes = _hours(c, speeds, rates, shipped, benchmarks), 2
+    machine = left.here + left.elsewhere + left.benchmarked
     print(f"left in the queue: {machine:.1f} lane-hours (about {machine / lanes:.1f} h of the machine with {lanes} "
           f"lanes)" + (f", {left.elsewhere:.1f} of them at the speed a shipped run of the variant ended with "
                        f"elsewhere" if left.elsewhere else "")
+          + (f", {left.benchmarked:.1f} of them at the steps per CPU-second of one thread that a benchmark measured "
+             f"({BENCHMARKS}/, training steps only: evaluations not counted)" if left.benchmarked else "")
           + (f"; plus {len(left.unmeasured)} run(s) of a sweep and variant with no measured speed yet "
              f"({_by_sweep(c, left.unmeasured)})" if left.unmeasured else ""))
 
@@ -148,6 +156,42 @@ def _shipped_rates(campaign: ModuleType, rates: dict[tuple[str, str], float]) ->
     return found
 
 
+BENCHMARKS = "results/lane_speeds"
+"""Where, under the campaign's checkout, `bench/train_throughput.py --json` records live whose one-thread steps per
+CPU-second price the runs of a sweep and variant that nothing here has a speed for (`_benchmark_rates`)."""
+
+
+def _bench_key(campaign: ModuleType, name: str) -> tuple[str, int | None, str]:
+    """A queued run's task, fuzzy-logic sequence length (None for SRAVEN) and variant: what a benchmark row is
+    looked up by."""
+    point = campaign.point(name)
+    return point.task, point.task_params.get("seq_len") if point.task == "fuzzy_logic" else None, point.variant
+
+
+def _benchmark_rates(campaign: ModuleType) -> dict[tuple[str, int | None, str], tuple[float, str]]:
+    """The steps per CPU-second of one thread of each task, sequence length and variant that a committed run of
+    `bench/train_throughput.py --threads 1 --json` measured (`BENCHMARKS`/*.json, the first file in name order
+    that has it), with that file's path. CPU time, not wall time, so a benchmark run beside the lanes still
+    measures what a lane of its own core gets; training steps only, so a run's evaluations come on top."""
+    found: dict[tuple[str, int | None, str], tuple[float, str]] = {}
+    for path in sorted((campaign.ROOT / BENCHMARKS).glob("*.json")):
+        record = json.loads(path.read_text())
+        if record.get("threads") != 1:
+            continue
+        for row in record["rows"]:
+            found.setdefault((row["task"], row.get("seq_len"), row["variant"]),
+                             (row["steps_per_cpu_s"], f"{BENCHMARKS}/{path.name}"))
+    return found
+
+
+def _planned_steps(campaign: ModuleType, name: str) -> int:
+    """The steps a queued run trains for, from its sweep point (for a sweep none of whose runs has started)."""
+    from latentcode.config import train_config
+
+    point = campaign.point(name)
+    return train_config(point.task, point.preset, **point.train).steps
+
+
 def _by_sweep(campaign: ModuleType, names: list[str]) -> str:
     """Runs named by sweep and variant, e.g. 'table_a1_fuzzy_logic: hyla_linear, linear_rmshead'."""
     variants: dict[str, list[str]] = {}
@@ -165,26 +209,30 @@ class QueueHours(NamedTuple):
     """At speeds measured on this machine."""
     elsewhere: float
     """At the speed a shipped run of the variant ended with on another machine (`_shipped_rates`)."""
+    benchmarked: float
+    """At the steps per CPU-second a committed benchmark measured (`_benchmark_rates`): training steps only."""
     unmeasured: list[str]
-    """The runs with neither speed."""
+    """The runs with none of these speeds."""
 
 
 def queue_hours(campaign: ModuleType, speeds: Speeds | None = None) -> QueueHours:
     """Training time the unfinished runs of the queue still need, in hours of one lane: each run's remaining steps
     at its own recent speed on this machine, or, for a run this machine has not trained yet, at the recent speed of
     a run of the same sweep and variant (`_variant_rates`), else at the speed a shipped run of its sweep and variant
-    ended with elsewhere (`_shipped_rates`, counted apart); and the runs for which no speed exists. A run not
-    started needs the steps of a started run of its sweep (all of a sweep's queued runs train equally long).
-    `speeds`: `speed_here` of each queued run, if already read."""
+    ended with elsewhere (`_shipped_rates`), else at the steps per CPU-second a committed benchmark measured
+    (`_benchmark_rates`), these two counted apart; and the runs for which no speed exists. A run not started needs
+    the steps of a started run of its sweep (all of a sweep's queued runs train equally long), or, where none has
+    started, its sweep point's. `speeds`: `speed_here` of each queued run, if already read."""
     c = campaign
     if speeds is None:
         speeds = {name: speed_here(c, name) for name in c.QUEUE}
     rates = _variant_rates(c, speeds)
-    return _hours(c, speeds, rates, _shipped_rates(c, rates))
+    return _hours(c, speeds, rates, _shipped_rates(c, rates), _benchmark_rates(c))
 
 
 def _hours(campaign: ModuleType, speeds: Speeds, rates: dict[tuple[str, str], float],
-           shipped: dict[tuple[str, str], tuple[float, str]]) -> QueueHours:
+           shipped: dict[tuple[str, str], tuple[float, str]],
+           benchmarks: dict[tuple[str, int | None, str], tuple[float, str]]) -> QueueHours:
     """`queue_hours` from the speeds and rates already read (`status` has them)."""
     c = campaign
     steps: dict[str, int] = {}
@@ -192,19 +240,24 @@ def _hours(campaign: ModuleType, speeds: Speeds, rates: dict[tuple[str, str], fl
         total = _total_steps(c.run_dir(name))
         if total:
             steps.setdefault(c.SWEEP[name], total)
-    here, elsewhere, unmeasured = 0.0, 0.0, []
+    here, elsewhere, benchmarked, unmeasured = 0.0, 0.0, 0.0, []
     for name in c.QUEUE:
         if c.done(name):
             continue
         variant, total = _variant(c, name), steps.get(c.SWEEP[name])
         rate = rates.get(variant) or (shipped[variant][0] if variant in shipped else None)
-        if rate is None or total is None:
+        bench = benchmarks.get(_bench_key(c, name)) if rate is None else None
+        if rate is None and bench is None:
             unmeasured.append(name)
             continue
+        if total is None:
+            total = steps[c.SWEEP[name]] = _planned_steps(c, name)
         progress = speeds[name]
-        trained = progress[0] if progress else c._state(c.run_dir(name)).get("step", 0)
+        left = max(total - (progress[0] if progress else c._state(c.run_dir(name)).get("step", 0)), 0)
         if variant in rates:
-            here += max(total - trained, 0) / rate / 3600
+            here += left / rate / 3600
+        elif rate is not None:
+            elsewhere += left / rate / 3600
         else:
-            elsewhere += max(total - trained, 0) / rate / 3600
-    return QueueHours(here, elsewhere, unmeasured)
+            benchmarked += left / bench[0] / 3600
+    return QueueHours(here, elsewhere, benchmarked, unmeasured)

@@ -236,7 +236,8 @@ def test_queue_hours_prices_each_unfinished_run_at_its_variants_measured_speed(c
     make("sraven-softmax-s0", rate=2.0, last_step=400, finished=False)
     make("sraven-hyla-s0", rate=1.0, last_step=1000, finished=True)
     make("fuzzy_logic-hyla-s2024-frac0.5", rate=4.0, last_step=400, finished=False)  # Fig. 2B, sequence length 96
-    here, elsewhere, unmeasured = campaign.queue_hours()
+    here, elsewhere, benchmarked, unmeasured = campaign.queue_hours()  # no benchmark record on this machine
+    assert benchmarked == 0.0
     expected_s = (1000 - 400) / 2.0 + 2 * 1000 / 2.0 + 2 * 1000 / 1.0  # softmax s0, s1, s2; HYLA s1, s2
     expected_s += (1000 - 400) / 4.0  # Fig. 2B HYLA at its own speed, not at the sequence-length-32 runs' 50
     assert here == pytest.approx(expected_s / 3600) and elsewhere == 0.0
@@ -294,10 +295,49 @@ def test_a_variant_not_trained_here_is_priced_at_the_speed_its_shipped_one_threa
     assert ("no linear speed here yet; at the speed sraven-linear ended its training with elsewhere (5.00 steps/s) "
             "2.0 h to step 45,000") in lines["sraven-linear-s1"]
     assert lines["sraven-hyla-s1"].endswith("no speed measured on this machine yet")
-    here, elsewhere, unmeasured = campaign.queue_hours()
-    assert here == 0.0
+    here, elsewhere, benchmarked, unmeasured = campaign.queue_hours()
+    assert here == 0.0 and benchmarked == 0.0
     assert elsewhere == pytest.approx(((45000 - 9000) + (45000 - 0)) / 5.0 / 3600)  # linear seeds 1 and 2
     assert "sraven-linear-s1" not in unmeasured and "sraven-hyla-s1" in unmeasured
+
+
+def test_a_sweep_no_lane_has_trained_is_priced_at_a_committed_benchmarks_steps_per_cpu_second(
+        campaign, tmp_path, monkeypatch, capsys):
+    """Fig. 2B's runs and the ablation rows have no speed here and no shipped run: `status` prices each at the
+    one-thread steps per CPU-second that `bench/train_throughput.py --json` recorded for its task, sequence length
+    and variant, over the steps its sweep point trains (50,000 of 128 in both sweeps' own words) when none of its
+    sweep has started, says so, and counts those hours apart. A two-thread record and a row of another sequence
+    length price nothing; a run with no row stays named as unmeasured."""
+    _empty_machine(campaign, tmp_path, monkeypatch)
+    speeds = tmp_path / "results" / "lane_speeds"
+    speeds.mkdir(parents=True)
+
+    def record(path, threads, rows):
+        rows = [{"task": "fuzzy_logic", "seq_len": seq_len, "variant": variant, "steps_per_cpu_s": rate}
+                for seq_len, variant, rate in rows]
+        path.write_text(json.dumps({"command": "python bench/train_throughput.py", "threads": threads, "rows": rows}))
+
+    record(speeds / "a-seq96.json", 1, [(96, "hyla", 2.0), (16, "hyla", 99.0)])
+    record(speeds / "b-seq32.json", 1, [(32, "hyla_linear", 10.0), (96, "linear", 7.0)])
+    record(speeds / "c-two-threads.json", 2, [(96, "softmax", 50.0), (32, "linear_rmshead", 50.0)])
+    hyla = campaign.run_dir("fuzzy_logic-hyla-s2024-frac0.5")  # back from elsewhere at step 10,000
+    hyla.mkdir(parents=True)
+    (hyla / "config.json").write_text(json.dumps({"train": {"steps": 50000}}))
+    (hyla / "train_state.json").write_text(json.dumps({"step": 10000, "finished": False}))
+    campaign.status()
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line for line in out.splitlines()}
+    # (50000 - 10000) / 2 s = 5.6 h
+    assert lines["fuzzy_logic-hyla-s2024-frac0.5"].endswith(
+        "no hyla speed here yet; at the steps per CPU-second a benchmark measured (2.00, "
+        "results/lane_speeds/a-seq96.json) 5.6 h to step 50,000")
+    here, elsewhere, benchmarked, unmeasured = campaign.queue_hours()
+    expected_s = (50000 - 10000) / 2.0 + 50000 / 7.0 + 3 * 50000 / 10.0  # Fig. 2B HYLA and linear; HYLA − nonlinearity
+    assert (here, elsewhere) == (0.0, 0.0) and benchmarked == pytest.approx(expected_s / 3600)
+    priced = {"fuzzy_logic-hyla-s2024-frac0.5", "fuzzy_logic-linear-s2024-frac0.5",
+              *(f"fuzzy_logic-hyla_linear-s{seed}-frac0.7" for seed in (0, 1, 2))}
+    assert set(unmeasured) == set(campaign.QUEUE) - priced  # Fig. 2B softmax's only row is two threads'
+    assert f"{expected_s / 3600:.1f} of them at the steps per CPU-second of one thread that a benchmark measured" in out
 
 
 def _fresh_machine(campaign, tmp_path, monkeypatch) -> list[list[str]]:
