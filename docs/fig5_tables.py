@@ -1,6 +1,7 @@
 """Docs generators for the SRAVEN Fig. 5 results: Markdown tables and figures from the committed files only.
 
-    python docs/fig5_tables.py table KIND [--from DIR] NAME...   # one Markdown table (docs/gen_tables.py runs it)
+    python docs/fig5_tables.py table KIND [--from DIR] [NAME...] # one Markdown table (docs/gen_tables.py runs it);
+                                                                  # no NAME: every model analysed in DIR
     python docs/fig5_tables.py figure NAME --out PNG              # the emergence figure of one model
     python docs/fig5_tables.py accuracy NAME... --out PNG         # held-out accuracy of several models over training
 
@@ -158,8 +159,25 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
     return 0
 
 
+def analysed_models(base: str) -> list[str]:
+    """Every model with Fig. 5 results under `base` (a folder `NAME-stepN` holding fig5.json), softmax, linear
+    attention, HYLA, then any other variant, each by seed."""
+    names = {p.name.rsplit("-step", 1)[0] for p in (ROOT / base).glob("*-step[0-9]*") if (p / "fig5.json").is_file()}
+
+    def order(name: str) -> tuple[int, str, int]:
+        _, variant, seed = (name.split("-") + ["", ""])[:3]
+        rank = VARIANT_ORDER.index(variant) if variant in VARIANT_ORDER else len(VARIANT_ORDER)
+        return rank, variant, int(seed.removeprefix("s")) if seed.removeprefix("s").isdigit() else -1
+
+    return sorted(names, key=order)
+
+
 def cmd_table(args: argparse.Namespace) -> int:
-    sys.stdout.write("\n".join(TABLES[args.kind](args.base, args.names)) + "\n")
+    names = args.names or analysed_models(args.base)
+    if not names:
+        raise SystemExit(f"{args.base} holds no Fig. 5 results (folders NAME-stepN with a fig5.json); "
+                         "`python sweeps/fig5.py run CHECKPOINT --name NAME-stepN` writes one")
+    sys.stdout.write("\n".join(TABLES[args.kind](args.base, names)) + "\n")
     return 0
 
 
@@ -171,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     table.add_argument("kind", choices=sorted(TABLES))
     table.add_argument("--from", dest="base", default=str(RESULTS),
                        help="folder of the results, relative to the repository root (default: results/fig5)")
-    table.add_argument("names", nargs="+", help="models, e.g. sraven-softmax-s0 (their folders NAME-stepN)")
+    table.add_argument("names", nargs="*", help="models, e.g. sraven-softmax-s0 (their folders NAME-stepN); "
+                       "default: every model analysed there, softmax, linear, HYLA, each by seed")
     table.set_defaults(func=cmd_table)
     figure = sub.add_parser("figure", help="the emergence figure of one model from its committed table")
     figure.add_argument("name", help="a model with results/emergence/NAME/emergence.csv, e.g. sraven-softmax-s0")
@@ -187,7 +206,13 @@ def main(argv: list[str] | None = None) -> int:
                           help="folder of the tables, relative to the repository root (default: results/emergence)")
     accuracy.add_argument("--out", required=True, help="image file, e.g. docs/images/sraven_accuracy.png")
     accuracy.set_defaults(func=cmd_accuracy)
-    args = parser.parse_args(argv)
+    # argparse gives a `*` positional its (empty) value before an option that follows the one before it: the names
+    # after `table KIND --from DIR` come back unparsed
+    args, rest = parser.parse_known_args(argv)
+    if rest and (args.command != "table" or any(arg.startswith("-") for arg in rest)):
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if rest:
+        args.names = [*args.names, *rest]
     return args.func(args)
 
 

@@ -316,6 +316,25 @@ def _fig5_script():
     return module
 
 
+def test_fig5_tables_without_names_show_every_analysed_model_by_variant_then_seed(tmp_path, capsys):
+    """A model joins the Fig. 5 tables when its results land (no list of names in the docs to edit): softmax,
+    linear, HYLA, then any other variant, each by seed, at its latest analysed step; a folder with no fig5.json
+    (an analysis cut short) is no model, and an empty folder is refused with the command that fills it."""
+    module = _fig5_script()
+    for folder in ("sraven-hyla-s0-step156250", "sraven-softmax-s2-step156250", "sraven-linear-s1-step100000",
+                   "sraven-softmax-s0-step50000", "sraven-softmax-s0-step156250", "sraven-hyla_linear-s0-step10",
+                   "sraven-softmax-s10-step156250"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "fig5.json").write_text("{}")
+    (tmp_path / "sraven-linear-s0-step156250").mkdir()  # cut short: no fig5.json
+    assert module.analysed_models(str(tmp_path)) == ["sraven-softmax-s0", "sraven-softmax-s2", "sraven-softmax-s10",
+                                                     "sraven-linear-s1", "sraven-hyla-s0", "sraven-hyla_linear-s0"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(SystemExit, match="holds no Fig. 5 results.*sweeps/fig5.py run"):
+        module.main(["table", "decode", "--from", str(empty)])
+
+
 def test_fig5_accuracy_figure_draws_each_models_committed_accuracy_beside_the_papers(tmp_path):
     """One line per model through its table's model accuracy, one point per step (a table has a row per layer),
     in step order; seeds of a variant share its colour and the paper's final value is a line of that colour."""
