@@ -16,11 +16,10 @@ from __future__ import annotations
 # ruff: noqa: T201 (a command-line script: it prints Markdown)
 import argparse
 import json
-import statistics
 from pathlib import Path
 
 from latentcode.config import train_config
-from latentcode.rundir.checkpoint import step_rates, train_rows
+from latentcode.rundir.checkpoint import recent_speed, train_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,12 +32,10 @@ def lane_speeds(task: str, variant: str, window_s: float = 1800.0) -> list[tuple
         if shipped.name != f"{task}-{variant}" and not shipped.name.removeprefix(f"{task}-{variant}-s").isdigit():
             continue  # another variant whose name starts with this one (hyla_linear for hyla)
         record = json.loads((shipped / "shipped.json").read_text())
-        rows = train_rows(shipped)
-        if "--threads 1 " not in f"{record.get('command', '')} " or len(rows) < 2:
+        if "--threads 1 " not in f"{record.get('command', '')} ":
             continue
-        recent = [r for r in rows if r["elapsed_s"] >= rows[-1]["elapsed_s"] - window_s]
-        if rates := step_rates(recent):
-            found.append((shipped.name, statistics.median(rates)))
+        if (recent := recent_speed(train_rows(shipped), window_s)) is not None:
+            found.append((shipped.name, recent[1]))
     return found
 
 

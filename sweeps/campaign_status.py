@@ -11,7 +11,6 @@ from __future__ import annotations
 # ruff: noqa: T201 (the report of a command-line script: it prints)
 import json
 import re
-import statistics
 from pathlib import Path
 from types import ModuleType
 from typing import NamedTuple
@@ -23,25 +22,11 @@ Speeds = dict[str, tuple[int, float] | None]
 
 
 def speed(run: Path, window_s: float = 1800.0) -> tuple[int, float] | None:
-    """The last logged step and the run's training speed now: the median, over its last `window_s` seconds of
-    training, of the steps per second between consecutive train rows of metrics.jsonl (their `elapsed_s` counts
-    training time across resumes); None with fewer than two rows. The median, not the mean, so one interval
-    stretched by a paused process (CI stops the lanes with SIGSTOP) does not lower it."""
-    from latentcode.rundir.checkpoint import train_rows  # skips a last line cut short by a stop
+    """The last logged step and the run's training speed now (`recent_speed` of its train rows: their `elapsed_s`
+    counts training time across resumes); None with fewer than two rows."""
+    from latentcode.rundir.checkpoint import recent_speed, train_rows
 
-    return _recent_speed(train_rows(run), window_s)
-
-
-def _recent_speed(rows: list[dict], window_s: float = 1800.0) -> tuple[int, float] | None:
-    """`speed` of these train rows."""
-    from latentcode.rundir.checkpoint import step_rates
-
-    if len(rows) < 2:
-        return None
-    last = rows[-1]
-    recent = [r for r in rows if r["elapsed_s"] >= last["elapsed_s"] - window_s]
-    rates = step_rates(rows[-2:] if len(recent) < 2 else recent)
-    return (last["step"], statistics.median(rates)) if rates else None
+    return recent_speed(train_rows(run), window_s)
 
 
 def starts_here(log: Path) -> list[int]:
@@ -57,14 +42,14 @@ def speed_here(campaign: ModuleType, name: str) -> tuple[int, float] | None:
     where each of its starts resumed), else None: a run's rows from another machine (the GPU, another CPU) say
     nothing of this one's speed, and a run back from the GPU keeps the GPU's rows before the step it resumed here
     from. The rows since the latest start, or since an earlier one while the latest has too few rows."""
-    from latentcode.rundir.checkpoint import train_rows
+    from latentcode.rundir.checkpoint import recent_speed, train_rows
 
     log = campaign.LOGS / f"{name}.log"
     if not log.is_file():
         return None
     rows = train_rows(campaign.run_dir(name))
     for start in reversed(starts_here(log)):
-        if (found := _recent_speed([r for r in rows if r["step"] > start])) is not None:
+        if (found := recent_speed([r for r in rows if r["step"] > start])) is not None:
             return found
     return None
 

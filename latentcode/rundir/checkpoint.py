@@ -14,6 +14,7 @@ import itertools
 import json
 import logging
 import os
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -167,6 +168,18 @@ def step_rates(rows: list[dict[str, Any]]) -> list[float]:
     `elapsed_s` does not advance (a row repeated by a resume) gives none."""
     return [(b["step"] - a["step"]) / (b["elapsed_s"] - a["elapsed_s"]) for a, b in itertools.pairwise(rows)
             if b["step"] > a["step"] and b["elapsed_s"] > a["elapsed_s"]]
+
+
+def recent_speed(rows: list[dict[str, Any]], window_s: float = 1800.0) -> tuple[int, float] | None:
+    """(last step, training speed now) of these `train_rows`: the median of `step_rates` over the rows of the last
+    `window_s` seconds of training (the last two rows where the window holds fewer); None with fewer than two rows
+    or no advancing pair. The median, not the mean, so that one interval stretched by a paused process (CI stops the
+    campaign's lanes with SIGSTOP) does not lower it."""
+    if len(rows) < 2:
+        return None
+    recent = [r for r in rows if r["elapsed_s"] >= rows[-1]["elapsed_s"] - window_s]
+    rates = step_rates(rows[-2:] if len(recent) < 2 else recent)
+    return (rows[-1]["step"], statistics.median(rates)) if rates else None
 
 
 def append_metrics(run_dir: str | os.PathLike, records: list[dict[str, Any]]) -> None:

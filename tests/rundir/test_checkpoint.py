@@ -21,6 +21,7 @@ from latentcode.rundir.checkpoint import (
     append_metrics,
     load_run,
     read_metrics,
+    recent_speed,
     step_rates,
     train_rows,
     truncate_metrics,
@@ -237,6 +238,20 @@ def test_training_speed_reads_train_rows_only_and_skips_rows_a_resume_repeated(t
     assert [r["step"] for r in rows] == [100, 300, 300, 700]
     assert step_rates(rows) == [pytest.approx(200 / 10), pytest.approx(400 / 100)]
     assert train_rows(tmp_path / "absent") == [] and step_rates([]) == []
+
+
+def test_recent_speed_is_the_median_rate_of_the_last_window_so_one_paused_interval_does_not_lower_it():
+    """`recent_speed`, which `cpu_campaign.py status` prices the queue with and docs/lane_speeds_table.py reads each
+    shipped lane's end speed with: 10 steps/s throughout, except one interval stretched tenfold by a SIGSTOP."""
+    elapsed = [0.0, 100.0, 200.0, 300.0, 1300.0, 1400.0, 1500.0]  # 300 -> 1300: 1,000 steps in 1,000 s
+    rows = [{"step": 1000 * i, "elapsed_s": t} for i, t in enumerate(elapsed)]
+    assert recent_speed(rows) == (6000, pytest.approx(10.0))  # rates 10, 10, 10, 1, 10, 10: median 10
+    # a window of 150 s holds only the last two rows (1400, 1500): 1,000 steps in 100 s
+    assert recent_speed(rows, window_s=150.0) == (6000, pytest.approx(10.0))
+    # a window of 50 s holds one row: the last two rows still give a speed
+    assert recent_speed(rows[:5], window_s=50.0) == (4000, pytest.approx(1.0))
+    assert recent_speed(rows[:1]) is None and recent_speed([]) is None
+    assert recent_speed([rows[0], dict(rows[0])]) is None  # a row repeated by a resume: no advancing pair
 
 
 def test_atomic_writes_leave_no_temp_files_and_readable_permissions(run):
