@@ -1,11 +1,12 @@
 """The report's page, piece by piece: `Page` gathers the HTML body (headings, notes, warnings, preformatted text,
-plotly figures, tables), `STYLE` is its stylesheet, and `ReportSection` is a section a caller adds of its own
-(`build_report(sections=)`). What goes on the page, in which order, is `probes.report`'s.
+plotly figures, tables), `STYLE` is its stylesheet, `fold_prose` folds the long prose lines of preformatted text,
+and `ReportSection` is a section a caller adds of its own (`build_report(sections=)`). What goes on the page, in which order, is `probes.report`'s.
 """
 
 from __future__ import annotations
 
 import html
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from probes.run_analysis import RunAnalysis
 
-__all__ = ["STYLE", "Page", "ReportSection", "SectionsArg", "check_sections"]
+__all__ = ["PROSE_WIDTH", "STYLE", "Page", "ReportSection", "SectionsArg", "check_sections", "fold_prose"]
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,9 @@ class Page:
         self.add(f'<div class="warning" role="alert">{head}<ul>{entries}</ul></div>')
 
     def pre(self, text: str) -> None:
-        self.add(f"<pre>{html.escape(text)}</pre>")
+        """`text` preformatted: aligned table rows keep their columns (the block scrolls sideways when wider than
+        the page), prose lines are folded at `PROSE_WIDTH` characters (`fold_prose`)."""
+        self.add(f"<pre>{html.escape(fold_prose(text))}</pre>")
 
     def section(self, section: ReportSection) -> None:
         """A caller's section: its heading, its text preformatted, its notes."""
@@ -107,13 +110,38 @@ body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1400px; 
 table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }
 tbody th { text-align: left; font-weight: normal; }
-pre { background: #f6f6f6; padding: 0.8em; font-size: 0.85em; white-space: pre-wrap; overflow-wrap: anywhere; }
+pre { background: #f6f6f6; padding: 0.8em; font-size: 0.85em; white-space: pre; overflow-x: auto; }
 .note { color: #666; font-style: italic; }
 .caveat { border-left: 4px solid #5b8def; padding: 0.2em 0.8em; }
 .warning { background: #fff4d6; border-left: 4px solid #e0a800; padding: 0.5em 1em; margin: 1em 0; }
 .warning ul { margin: 0.3em 0 0 0; padding-left: 1.2em; }
 nav a { margin-right: 1em; }
 """
+
+
+PROSE_WIDTH = 120
+"""Characters per line of prose inside preformatted text (`fold_prose`)."""
+
+
+def fold_prose(text: str, width: int = PROSE_WIDTH) -> str:
+    """Fold each prose line of `text` longer than `width` onto indented continuation lines, at spaces; a line with a
+    run of two or more spaces inside it is a row of an aligned table and is kept whole, so its columns stay aligned.
+
+    >>> print(fold_prose("a long sentence " * 3, width=20))
+    a long sentence a
+      long sentence a
+      long sentence
+    >>> fold_prose("layer  test   ood")
+    'layer  test   ood'
+    """
+    lines = []
+    for line in text.split("\n"):
+        if len(line) <= width or "  " in line.strip():
+            lines.append(line)
+        else:
+            lines.extend(textwrap.wrap(line, width, subsequent_indent="  ", break_long_words=False,
+                                       break_on_hyphens=False))
+    return "\n".join(lines)
 
 
 def check_sections(sections: Sequence[ReportSection]) -> None:

@@ -222,6 +222,26 @@ def test_the_callers_sections_go_on_the_page_and_into_the_summary_once(tmp_path)
         ReportSection("x", key="runs")
 
 
+def test_a_wide_table_keeps_its_columns_on_the_page_and_a_long_sentence_is_folded(tmp_path):
+    # the demo's table over seeds is wider than the page; wrapping it would break its columns
+    header = "variant  seeds" + "".join(f"  column {i:02d} (mean ± s.e.)" for i in range(8))
+    row = "hyla     0, 1, 2" + "".join(f"  {0.5 + i / 100:.3f} ± 0.010{' ' * 10}" for i in range(8))
+    words = [f"word{i}" for i in range(60)]
+    sentence = "notes: " + " ".join(words)
+    section = ReportSection("Every seed", text="\n".join([sentence, header, row]))
+    build_report([RunInput(name="toy")], tmp_path, embed_method="pca", progress=False, sections=[section])
+    page = (tmp_path / "report.html").read_text()
+    block = html.unescape(re.search(r'<h2 id="every-seed">.*?<pre>(.*?)</pre>', page, re.S).group(1))
+    lines = block.split("\n")
+    assert header in lines and row in lines  # each table row whole, on one line
+    prose = lines[:lines.index(header)]
+    assert len(prose) > 1 and all(len(line) <= 120 for line in prose)
+    assert " ".join(prose).split() == sentence.split()  # every word kept, in order
+    style = page[page.index("<style>"):page.index("</style>")]
+    pre_rule = re.search(r"pre \{([^}]*)\}", style).group(1)
+    assert "white-space: pre;" in pre_rule and "overflow-x: auto" in pre_rule  # no wrapping; scrolls sideways
+
+
 def test_a_report_of_a_run_reads_back_nothing_it_wrote(tiny_sraven, tmp_path):
     read_back, path = _read_back(lambda: report_runs([tiny_sraven], tmp_path / "out", embed_method="pca",
                                                      n_samples=32, progress=False, explorer=False))
