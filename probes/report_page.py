@@ -1,6 +1,7 @@
 """The report's page, piece by piece: `Page` gathers the HTML body (headings, notes, warnings, preformatted text,
 plotly figures, tables), `STYLE` is its stylesheet, `fold_prose` folds the long prose lines of preformatted text,
-and `ReportSection` is a section a caller adds of its own (`build_report(sections=)`). What goes on the page, in which order, is `probes.report`'s.
+and `ReportSection` is a section a caller adds of its own (`build_report(sections=)`). What goes on the page, in
+which order, is `probes.report`'s.
 """
 
 from __future__ import annotations
